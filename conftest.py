@@ -1,0 +1,20 @@
+"""Hypothesis profiles and the report plugin.
+
+Profiles (choose with ``--hypothesis-profile=NAME``; default ``ci``):
+
+* ``ci``     -- the test command and CI: few examples per property, derandomized so a red CI replays.
+* ``stress`` -- the main job: many times more examples, random seeds (the report gives the replay seed).
+* ``dev``    -- a quick local loop.
+
+Training properties set ``deadline=None`` themselves: a GD run is slow by nature, not by accident.
+"""
+from hypothesis import HealthCheck, settings
+
+# Generation is structure-first and cheap; the only health check we relax is `too_slow` for the
+# training properties, per test, where the *test body* (GD) is what is slow.
+settings.register_profile("ci", max_examples=12, derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("stress", max_examples=200, deadline=None, print_blob=True)
+settings.register_profile("dev", max_examples=5, derandomize=True, deadline=None, print_blob=True)
+settings.load_profile("ci")
+
+EXAMPLES = {"ci": 1, "dev": 0.5, "stress": 10}

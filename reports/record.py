@@ -1,0 +1,100 @@
+"""What a property attaches to the run's report.
+
+Properties call these functions from inside a test (also inside a Hypothesis test body); the pytest
+plugin (``reports.plugin``) sets the current test before each test runs and collects everything at the
+end of the session.  Outside a pytest run (e.g. ``python -m theory``) the calls are harmless no-ops
+apart from :func:`report_dir`, which then returns a temporary folder.
+
+Kinds of record, each a list per test id:
+
+``inputs``          one dict per generated example: K, n, T, n_sccs, dim_sfin, svm_norm (any subset),
+                    charted per property so a reader sees what was covered.
+``counterexample``  a card: see :func:`record_counterexample`.
+``relaxation``      rows of the relaxation table: theorem, relaxation, expected, outcome, reason.
+``figure``          a named PNG (bytes) or SVG (str) drawn by a reproduction.
+``metrics``         free-form key -> number pairs shown under the property (e.g. a reproduction's means).
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+REPORT_DIR_ENV = "TPG_REPORT_DIR"
+
+_current: dict = {"test": None}
+_store: dict = defaultdict(lambda: defaultdict(list))
+
+
+def set_current_test(nodeid: str | None) -> None:
+    _current["test"] = nodeid
+
+
+def _append(kind: str, value) -> None:
+    test = _current["test"]
+    if test is not None:
+        _store[test][kind].append(value)
+
+
+def take_records() -> dict:
+    """Everything recorded so far in this process, as plain dicts; clears the store."""
+    out = {test: dict(kinds) for test, kinds in _store.items()}
+    _store.clear()
+    return out
+
+
+def report_dir() -> Path:
+    """The run's report folder (``reports/<run-id>``), where counterexample problem files are written."""
+    path = os.environ.get(REPORT_DIR_ENV)
+    if path is None:
+        path = os.path.join(tempfile.gettempdir(), "tpg-report")
+        os.environ[REPORT_DIR_ENV] = path
+    Path(path).mkdir(parents=True, exist_ok=True)
+    return Path(path)
+
+
+def record_inputs(**stats) -> None:
+    _append("inputs", {k: (float(v) if v is not None else None) for k, v in stats.items()})
+
+
+def record_counterexample(*, title: str, problem: dict, what_fails: str, amount: float,
+                          problem_file: str, replay: str, E=None, graphs: dict | None = None,
+                          svm_tokens=None, fin_tokens=None, curves: dict | None = None) -> None:
+    """A counterexample card.
+
+    ``problem`` is the problem-file JSON dict, ``graphs`` the ``analyze`` output's graphs
+    ({k: {"edges", "sccs"}}), ``svm_tokens``/``fin_tokens`` the K x K matrices ``E W E^T``,
+    ``curves`` {"tau": [...], "correlation": [...], "finite_error": [...]} for log-axis plots,
+    ``replay`` the one shell command that replays it.
+    """
+    _append("counterexample", dict(title=title, problem=problem, what_fails=what_fails, amount=float(amount),
+                                   problem_file=str(problem_file), replay=replay, graphs=graphs,
+                                   svm_tokens=_plain(svm_tokens), fin_tokens=_plain(fin_tokens),
+                                   curves=_plain(curves)))
+
+
+def record_relaxation(*, theorem: str, relaxation: str, expected: str, outcome: str, reason: str) -> None:
+    _append("relaxation", dict(theorem=theorem, relaxation=relaxation, expected=expected, outcome=outcome,
+                               reason=reason))
+
+
+def record_figure(name: str, data) -> None:
+    """``data``: PNG bytes or an SVG string."""
+    _append("figure", {"name": name, "png": data} if isinstance(data, bytes) else {"name": name, "svg": data})
+
+
+def record_metrics(**values) -> None:
+    _append("metrics", _plain(values))
+
+
+def _plain(x):
+    if x is None:
+        return None
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x

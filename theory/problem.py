@@ -1,0 +1,209 @@
+"""Next-token prediction problems (THEORY.md, Paper A, "Model and loss").
+
+A problem is embeddings ``E`` (K x d), a linear head ``C`` (K x d), token sequences whose last token
+is the query, labels and a loss name.  Malformed input raises :class:`ProblemError` whose message
+names the field and the index; unmet *assumptions* are reported by :meth:`Problem.assumptions`,
+never raised, because the suite deliberately relaxes them.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+LOSSES = ("log", "ce", "square", "exp")
+FILE_KEYS = {"embeddings", "head", "sequences", "labels", "loss"}
+REQUIRED_KEYS = FILE_KEYS - {"head"}
+# Relative tolerance for the assumption checks (C E^T = I, rank E = K).
+ASSUMPTION_TOL = 1e-8
+
+
+class ProblemError(ValueError):
+    """Invalid problem input; the message is one line naming the field and index."""
+
+
+def _matrix(value, name: str) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        rows = value.tolist() if value.ndim == 2 else None
+        if rows is None:
+            raise ProblemError(f"{name}: expected a 2-d matrix, got an array with {value.ndim} dimensions")
+        value = rows
+    if not isinstance(value, (list, tuple)) or len(value) == 0:
+        raise ProblemError(f"{name}: expected a non-empty list of rows")
+    width = None
+    for r, row in enumerate(value):
+        if not isinstance(row, (list, tuple)) or len(row) == 0:
+            raise ProblemError(f"{name}[{r}]: expected a non-empty list of numbers")
+        if width is None:
+            width = len(row)
+        elif len(row) != width:
+            raise ProblemError(f"{name}[{r}]: ragged matrix, row has {len(row)} entries, row 0 has {width}")
+        for c, x in enumerate(row):
+            if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+                raise ProblemError(f"{name}[{r}][{c}]: expected a number, got {x!r}")
+            if not math.isfinite(float(x)):
+                raise ProblemError(f"{name}[{r}][{c}]: non-finite value {x!r}")
+    return np.asarray(value, dtype=float)
+
+
+def _token(x, name: str, K: int) -> int:
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+        raise ProblemError(f"{name}: expected an integer token id, got {x!r}")
+    if not 0 <= int(x) < K:
+        raise ProblemError(f"{name}: token id {int(x)} out of range [0, {K})")
+    return int(x)
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """A validated problem.  Token ids are 0-based; ``sequences[i][-1]`` is sample i's query."""
+
+    E: np.ndarray
+    C: np.ndarray
+    sequences: tuple[tuple[int, ...], ...]
+    labels: tuple[int, ...]
+    loss: str = "log"
+    head_given: bool = field(default=False, repr=False)
+
+    @classmethod
+    def create(cls, embeddings, sequences, labels, loss: str = "log", head=None) -> "Problem":
+        E = _matrix(embeddings, "embeddings")
+        K, d = E.shape
+        if head is None:
+            gram = E @ E.T
+            if np.linalg.matrix_rank(E, tol=ASSUMPTION_TOL * max(1.0, np.abs(E).max())) < K:
+                raise ProblemError(
+                    "head: no head given and the embeddings are linearly dependent "
+                    f"(K={K}, d={d}), so the default head (E E^T)^-1 E does not exist")
+            C = np.linalg.solve(gram, E)
+        else:
+            C = _matrix(head, "head")
+            if C.shape != E.shape:
+                raise ProblemError(f"head: shape {C.shape[0]}x{C.shape[1]} does not match embeddings {K}x{d}")
+        if not isinstance(sequences, (list, tuple)) or len(sequences) == 0:
+            raise ProblemError("sequences: expected a non-empty list of token sequences")
+        seqs = []
+        for i, seq in enumerate(sequences):
+            if isinstance(seq, np.ndarray):
+                seq = seq.tolist()
+            if not isinstance(seq, (list, tuple)):
+                raise ProblemError(f"sequences[{i}]: expected a list of token ids, got {seq!r}")
+            if len(seq) == 0:
+                raise ProblemError(f"sequences[{i}]: empty sequence (the last token is the query)")
+            seqs.append(tuple(_token(x, f"sequences[{i}][{t}]", K) for t, x in enumerate(seq)))
+        if isinstance(labels, np.ndarray):
+            labels = labels.tolist()
+        if not isinstance(labels, (list, tuple)):
+            raise ProblemError(f"labels: expected a list of token ids, got {labels!r}")
+        if len(labels) != len(seqs):
+            raise ProblemError(f"labels: {len(labels)} labels for {len(seqs)} sequences")
+        labs = tuple(_token(y, f"labels[{i}]", K) for i, y in enumerate(labels))
+        if loss not in LOSSES:
+            raise ProblemError(f"loss: unknown loss {loss!r}, expected one of {', '.join(LOSSES)}")
+        return cls(E=E, C=C, sequences=tuple(seqs), labels=labs, loss=loss, head_given=head is not None)
+
+    # -- sizes -------------------------------------------------------------------------------
+    @property
+    def K(self) -> int:
+        return self.E.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.E.shape[1]
+
+    @property
+    def n(self) -> int:
+        return len(self.sequences)
+
+    @property
+    def queries(self) -> np.ndarray:
+        return np.array([s[-1] for s in self.sequences], dtype=np.int64)
+
+    @property
+    def label_array(self) -> np.ndarray:
+        return np.array(self.labels, dtype=np.int64)
+
+    @cached_property
+    def counts(self) -> np.ndarray:
+        """n x K matrix of token counts: without positional encoding a sample matters only through these."""
+        X = np.zeros((self.n, self.K))
+        for i, seq in enumerate(self.sequences):
+            np.add.at(X[i], list(seq), 1.0)
+        return X
+
+    @cached_property
+    def H(self) -> np.ndarray:
+        """Head in token space, ``H = C E^T``: sample i's logits are ``H a_i`` (a_i its attention over tokens)."""
+        return self.C @ self.E.T
+
+    @cached_property
+    def gram(self) -> np.ndarray:
+        return self.E @ self.E.T
+
+    # -- assumptions (reported, not raised) --------------------------------------------------------
+    def assumptions(self) -> dict[str, bool]:
+        K = self.K
+        scale = max(1.0, float(np.abs(self.E).max()))
+        independent = bool(K <= self.d and np.linalg.matrix_rank(self.E, tol=ASSUMPTION_TOL * scale) == K)
+        biorth = bool(np.abs(self.H - np.eye(K)).max() <= 1e-8 * max(1.0, np.abs(self.H).max()))
+        in_seq = all(y in seq for y, seq in zip(self.labels, self.sequences))
+        return {"head_biorthogonal": biorth, "labels_in_sequences": in_seq, "embeddings_independent": independent}
+
+    # -- files --------------------------------------------------------------------------------
+    def to_json(self) -> dict:
+        out = {"embeddings": self.E.tolist()}
+        if self.head_given:
+            out["head"] = self.C.tolist()
+        out.update(sequences=[list(s) for s in self.sequences], labels=list(self.labels), loss=self.loss)
+        return out
+
+    def save(self, path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=1))
+
+    @classmethod
+    def from_json(cls, doc) -> "Problem":
+        if not isinstance(doc, dict):
+            raise ProblemError("file: expected a JSON object with keys " + ", ".join(sorted(FILE_KEYS)))
+        unknown = set(doc) - FILE_KEYS
+        if unknown:
+            raise ProblemError(f"{sorted(unknown)[0]}: unknown key (allowed: {', '.join(sorted(FILE_KEYS))})")
+        missing = REQUIRED_KEYS - set(doc)
+        if missing:
+            raise ProblemError(f"{sorted(missing)[0]}: missing key")
+        return cls.create(doc["embeddings"], doc["sequences"], doc["labels"], doc["loss"], doc.get("head"))
+
+    @classmethod
+    def load(cls, path) -> "Problem":
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ProblemError(f"file {path}: cannot read ({exc.strerror or exc})") from None
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ProblemError(f"file {path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        return cls.from_json(doc)
+
+    # -- transformations used by the invariance properties --------------------------------------
+    def replace(self, **kw) -> "Problem":
+        doc = {"embeddings": self.E, "sequences": self.sequences, "labels": self.labels, "loss": self.loss,
+               "head": self.C if self.head_given else None}
+        doc.update(kw)
+        return Problem.create(doc["embeddings"], doc["sequences"], doc["labels"], doc["loss"], doc["head"])
+
+    def relabel(self, perm) -> "Problem":
+        """Token ``t`` becomes ``perm[t]``; embeddings and head rows move with their tokens."""
+        perm = np.asarray(perm)
+        inv = np.argsort(perm)
+        return Problem.create(self.E[inv], [[int(perm[t]) for t in s] for s in self.sequences],
+                              [int(perm[y]) for y in self.labels], self.loss,
+                              self.C[inv] if self.head_given else None)
+
+    def rotate(self, U) -> "Problem":
+        """Embeddings and head become ``E U``, ``C U`` (U orthogonal d x d): ``W`` becomes ``U^T W U``."""
+        return Problem.create(self.E @ U, self.sequences, self.labels, self.loss,
+                              self.C @ U if self.head_given else None)
