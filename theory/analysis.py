@@ -1,0 +1,57 @@
+"""Everything the theory predicts about one problem: graphs, ``W^svm``, ``S_fin``, ``W^fin``.
+
+This is what ``python -m theory analyze`` prints; every number in it has been certified by the
+function that computed it (see :mod:`theory.svm` and :mod:`theory.finite`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from theory.finite import FiniteSolution, finite_component
+from theory.graphs import TPG, token_priority_graphs
+from theory.problem import Problem
+from theory.subspace import CyclicSubspace, cyclic_subspace
+from theory.svm import SVMSolution, graph_svm
+
+
+@dataclass(frozen=True, eq=False)
+class Analysis:
+    problem: Problem
+    graphs: dict[int, TPG]
+    svm: SVMSolution
+    space: CyclicSubspace
+    finite: FiniteSolution | None  # None when W^fin was not asked for
+
+    @property
+    def svm_direction(self) -> np.ndarray:
+        n = self.svm.norm
+        return self.svm.W / n if n > 0 else self.svm.W
+
+    @property
+    def n_sccs(self) -> int:
+        return sum(len(g.sccs) for g in self.graphs.values())
+
+    @property
+    def cyclic(self) -> bool:
+        return any(len(c) > 1 for g in self.graphs.values() for c in g.sccs)
+
+    def to_json(self) -> dict:
+        p = self.problem
+        out = {"vocab_size": p.K, "dim": p.d, "samples": p.n, "assumptions": p.assumptions(),
+               "graphs": {str(k): g.to_json() for k, g in self.graphs.items()},
+               "svm": {"W": self.svm.W.tolist(), "norm": self.svm.norm},
+               "cyclic_subspace": {"dim": self.space.dim}}
+        if self.finite is not None:
+            out["finite"] = {"W": self.finite.W.tolist()}
+        return out
+
+
+def analyze(problem: Problem, name: str = "problem", finite: bool = True, loss: str = "log") -> Analysis:
+    """Graphs, certified ``W^svm``, ``S_fin`` and certified ``W^fin`` (of ``L̃`` for ``loss``)."""
+    graphs = token_priority_graphs(problem)
+    svm = graph_svm(problem, graphs, name=name)
+    space = cyclic_subspace(problem, graphs)
+    fin = finite_component(problem, graphs, space, loss=loss, name=name) if finite else None
+    return Analysis(problem, graphs, svm, space, fin)

@@ -1,0 +1,113 @@
+"""The finite component ``W^fin`` (THEORY.md, "Graph-SVM, cyclic subspace, finite component").
+
+``L̃(W) = lim_{R->inf} L(W + R W^svm)`` keeps, in each sample, only the tokens of its label's SCC
+(the margins of W^svm send every other token's attention to 0), so ``L̃`` is the same loss on masked
+counts.  ``W^fin = argmin_{W ∈ S_fin} L̃(W)``, found by a damped Newton method in an orthonormal basis
+of ``S_fin`` and certified by ``||grad_{S_fin} L̃(W^fin)|| <= 1e-9 * max(1, ||grad_{S_fin} L̃(0)||)``.
+For ``log`` under Assumptions 1-2 ``L̃`` is convex on S_fin with a unique minimizer; for other losses
+the same method returns a local minimizer (documented relaxation, certified the same way).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from theory.graphs import TPG, label_scc_mask, token_priority_graphs
+from theory.losses import TokenData, loss_and_grad_scores
+from theory.problem import Problem
+from theory.subspace import CyclicSubspace, cyclic_subspace
+from theory.svm import SolverError
+
+GRAD_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class FiniteSolution:
+    W: np.ndarray
+    theta: np.ndarray
+    loss: float
+    grad_norm: float
+    grad_norm0: float
+    iterations: int
+
+
+def limit_data(problem: Problem, graphs: dict[int, TPG] | None = None, loss: str | None = None) -> TokenData:
+    """Token data of ``L̃``: each sample restricted to its label's SCC.
+
+    A sample whose label is absent (Assumption 2 relaxed) keeps nothing and is dropped: its loss no
+    longer depends on W in the limit.
+    """
+    data = TokenData.from_problem(problem, counts=problem.counts * label_scc_mask(problem, graphs), loss=loss)
+    keep = data.counts.sum(axis=1) > 0
+    if keep.all():
+        return data
+    return TokenData(data.counts[keep], data.queries[keep], data.labels[keep], data.weights[keep], data.H,
+                     data.loss, data.biorthogonal)
+
+
+class _Objective:
+    """``L̃`` as a function of coordinates θ in an orthonormal basis of S_fin."""
+
+    def __init__(self, problem: Problem, space: CyclicSubspace, data: TokenData):
+        self.data = data
+        E = problem.E
+        self.T = np.einsum("ja,rab,kb->rjk", E, space.basis, E)  # basis in token space: E Q_r E^T
+
+    def __call__(self, theta):
+        L, G = loss_and_grad_scores(np.tensordot(theta, self.T, axes=1), self.data)
+        return L, np.tensordot(self.T, G, axes=([1, 2], [0, 1]))
+
+    def hessian(self, theta):
+        r = len(theta)
+        if self.data.loss == "log" and self.data.biorthogonal:
+            from theory.losses import attention
+            a = attention(np.tensordot(theta, self.T, axes=1), self.data)
+            J = self.T[:, :, self.data.queries]  # r x K x m : ds_ij/dθ_r
+            Hs = 0.0
+            for i, w in enumerate(self.data.weights):
+                Ji = J[:, :, i]
+                ai = a[i]
+                Hs = Hs + w * (Ji @ (ai[:, None] * Ji.T) - np.outer(Ji @ ai, Ji @ ai))
+            return np.asarray(Hs) + np.zeros((r, r))
+        # Central differences of the analytic gradient, symmetrised.
+        h = 1e-6 * max(1.0, float(np.linalg.norm(theta)))
+        cols = [(self(theta + h * e)[1] - self(theta - h * e)[1]) / (2 * h) for e in np.eye(r)]
+        Hm = np.array(cols)
+        return (Hm + Hm.T) / 2
+
+
+def finite_component(problem: Problem, graphs: dict[int, TPG] | None = None, space: CyclicSubspace | None = None,
+                     loss: str | None = None, name: str = "problem", max_iter: int = 200) -> FiniteSolution:
+    """``W^fin``, certified by its gradient norm on S_fin; raises :class:`SolverError` otherwise."""
+    graphs = graphs or token_priority_graphs(problem)
+    space = space or cyclic_subspace(problem, graphs)
+    d = problem.d
+    if space.dim == 0:
+        return FiniteSolution(np.zeros((d, d)), np.zeros(0), 0.0, 0.0, 0.0, 0)
+    f = _Objective(problem, space, limit_data(problem, graphs, loss))
+    theta = np.zeros(space.dim)
+    L, g = f(theta)
+    g0 = float(np.linalg.norm(g))
+    target = GRAD_TOL * max(1.0, g0)
+    it = 0
+    while np.linalg.norm(g) > target and it < max_iter:
+        it += 1
+        Hm = f.hessian(theta)
+        lo = float(np.linalg.eigvalsh(Hm)[0])
+        shift = 0.0 if lo > 1e-12 else (1e-12 - lo) + 1e-8 * max(1.0, abs(lo))
+        step = -np.linalg.solve(Hm + shift * np.eye(len(theta)), g)
+        t = 1.0
+        while True:  # Armijo backtracking
+            L_new, g_new = f(theta + t * step)
+            if L_new <= L + 1e-4 * t * (g @ step) or t < 1e-12:
+                break
+            t /= 2
+        if t < 1e-12 and L_new > L:
+            break
+        theta, L, g = theta + t * step, L_new, g_new
+    gn = float(np.linalg.norm(g))
+    if not np.isfinite(gn) or gn > target:
+        raise SolverError(f"W^fin of {name}: gradient norm on S_fin {gn:.2e} after {it} Newton steps "
+                          f"exceeds {target:.1e} (relative tolerance {GRAD_TOL:g})")
+    return FiniteSolution(space.compose(theta), theta, float(L), gn, g0, it)

@@ -1,0 +1,179 @@
+"""Losses and their analytic gradients, computed in token space.
+
+Without positional encoding, sample i enters only through its query ``q_i``, label ``y_i`` and token
+counts ``c_i`` (THEORY.md, "Model and loss"), and ``W`` enters only through the K x K score matrix
+``A = E W E^T``: the score of token j under query k is ``A[j, k] = e_j^T W e_k``.  So
+
+    a_i = softmax(A[:, q_i] + log c_i)        (attention mass per token, copies pooled)
+    u_i = h_{y_i}^T a_i,  H = C E^T            (= a_i[y_i] under Assumption 1)
+    L(W) = (1/n) sum_i w_i l_i,                 grad_W L = E^T G E,  G = dL/dA.
+
+Losses (``l`` as a function of the attention vector ``a``):
+  ``log``     -log u
+  ``ce``      softmax cross-entropy over the K head logits ``C f_W(X) = H a`` (paper Section 5)
+  ``square``  (1 - u)^2
+  ``exp``     exp(-u)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from theory.problem import Problem
+
+
+@dataclass(frozen=True, eq=False)
+class TokenData:
+    """A problem in token space.  Equal samples collapse into one row with a weight."""
+
+    counts: np.ndarray  # m x K
+    queries: np.ndarray  # m
+    labels: np.ndarray  # m
+    weights: np.ndarray  # m, sums to 1 (the 1/n average with multiplicities)
+    H: np.ndarray  # K x K head in token space
+    loss: str
+    biorthogonal: bool
+
+    @classmethod
+    def from_problem(cls, problem: Problem, counts: np.ndarray | None = None, loss: str | None = None) -> "TokenData":
+        counts = problem.counts if counts is None else counts
+        key = np.column_stack([problem.queries, problem.label_array, counts])
+        uniq, inverse, mult = np.unique(key, axis=0, return_inverse=True, return_counts=True)
+        return cls(counts=uniq[:, 2:].astype(float), queries=uniq[:, 0].astype(np.int64),
+                   labels=uniq[:, 1].astype(np.int64), weights=mult / problem.n, H=problem.H,
+                   loss=loss or problem.loss, biorthogonal=problem.assumptions()["head_biorthogonal"])
+
+    @cached_property
+    def log_counts(self) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return np.log(self.counts)
+
+    @cached_property
+    def query_onehot(self) -> np.ndarray:
+        Q = np.zeros((len(self.queries), self.H.shape[0]))
+        Q[np.arange(len(self.queries)), self.queries] = 1.0
+        return Q
+
+
+def attention(A: np.ndarray, data: TokenData) -> np.ndarray:
+    """m x K attention mass per token (copies pooled)."""
+    logits = A[:, data.queries].T + data.log_counts
+    logits -= logits.max(axis=1, keepdims=True)
+    a = np.exp(logits)
+    return a / a.sum(axis=1, keepdims=True)
+
+
+def _per_sample(A: np.ndarray, data: TokenData):
+    """Per-sample losses and dl_i/ds_i (m x K), s_i = A[:, q_i]."""
+    a = attention(A, data)
+    m = np.arange(len(data.labels))
+    y = data.labels
+    if data.loss == "log" and data.biorthogonal:
+        # l = logsumexp(s + log c) - s_y - log c_y: stable even when a_y underflows.
+        logits = A[:, data.queries].T + data.log_counts
+        top = logits.max(axis=1)
+        lse = top + np.log(np.exp(logits - top[:, None]).sum(axis=1))
+        ell = lse - logits[m, y]
+        ds = a.copy()
+        ds[m, y] -= 1.0
+        return ell, ds
+    if data.loss == "ce":
+        z = a @ data.H.T  # head logits H a
+        zmax = z.max(axis=1, keepdims=True)
+        p = np.exp(z - zmax)
+        p /= p.sum(axis=1, keepdims=True)
+        ell = np.log(np.exp(z - zmax).sum(axis=1)) + zmax[:, 0] - z[m, y]
+        p[m, y] -= 1.0
+        g = p @ data.H  # dl/da = H^T (p - e_y)
+    else:
+        h = data.H[y]  # m x K
+        u = (a * h).sum(axis=1)
+        if data.loss == "log":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ell = np.where(u > 0, -np.log(np.where(u > 0, u, 1.0)), np.inf)
+                g = -h / u[:, None]
+        elif data.loss == "square":
+            ell = (1.0 - u) ** 2
+            g = -2.0 * (1.0 - u)[:, None] * h
+        elif data.loss == "exp":
+            ell = np.exp(-u)
+            g = -ell[:, None] * h
+        else:  # pragma: no cover - Problem validates the name
+            raise ValueError(f"unknown loss {data.loss!r}")
+    # softmax Jacobian: ds = a * (g - a.g)
+    ds = a * (g - (a * g).sum(axis=1, keepdims=True))
+    return ell, ds
+
+
+def loss_scores(A: np.ndarray, data: TokenData) -> float:
+    ell, _ = _per_sample(A, data)
+    return float(data.weights @ ell)
+
+
+def loss_and_grad_scores(A: np.ndarray, data: TokenData) -> tuple[float, np.ndarray]:
+    """L and G = dL/dA (K x K; column k collects the samples whose query is k)."""
+    ell, ds = _per_sample(A, data)
+    G = (data.weights[:, None] * ds).T @ data.query_onehot
+    return float(data.weights @ ell), G
+
+
+def loss_and_grad(W: np.ndarray, problem: Problem, data: TokenData | None = None) -> tuple[float, np.ndarray]:
+    """L(W) and grad_W L = E^T G E."""
+    data = data or TokenData.from_problem(problem)
+    E = problem.E
+    L, G = loss_and_grad_scores(E @ W @ E.T, data)
+    return L, E.T @ G @ E
+
+
+def loss(W: np.ndarray, problem: Problem, data: TokenData | None = None) -> float:
+    data = data or TokenData.from_problem(problem)
+    return loss_scores(problem.E @ W @ problem.E.T, data)
+
+
+def smoothness(problem: Problem, loss_name: str | None = None) -> float:
+    """An upper bound beta on the curvature of L along any unit Frobenius direction of W.
+
+    Derivation.  Along ``W + t D`` the scores of sample i move by ``v_j = e_j^T D e_k``, whose spread
+    is ``m = max_j v_j - min_j v_j <= Delta ||D||_F`` with ``Delta = max_{j,j',k} ||e_j - e_j'|| ||e_k||``
+    over the tokens present.  Writing ``l(a(s))``: ``da_j = a_j (v_j - vbar)`` with ``sum_j |da_j| <= m/2``
+    and ``d2a_j = a_j ((v_j - vbar)^2 - Var_a v)`` with ``sum_j |d2a_j| <= m^2/2``.  Hence
+    ``d2l <= q m^2/4 + g m^2/2`` with ``g = sup ||dl/da||_inf`` and ``q = sup max|d2l/da2|`` over the
+    reachable ``a``.  For ``log`` under Assumption 1 the exact form ``d2l = Var_a(v) <= m^2/4`` gives
+    ``beta = Delta^2/4``.  GD with a constant step ``eta < 2/beta`` decreases L monotonically (descent
+    lemma); :func:`safe_step` returns ``1/beta``.
+    """
+    loss_name = loss_name or problem.loss
+    E = problem.E
+    tokens = sorted({t for s in problem.sequences for t in s} | set(problem.labels))
+    Et = E[tokens]
+    diff = np.linalg.norm(Et[:, None, :] - Et[None, :, :], axis=2).max()
+    Delta = diff * np.linalg.norm(E[sorted(set(problem.queries.tolist()))], axis=1).max()
+    H = problem.H
+    hmax = float(np.abs(H).max())
+    biorth = problem.assumptions()["head_biorthogonal"]
+    if loss_name == "log" and biorth:
+        return Delta**2 / 4
+    if loss_name == "ce":
+        g, q = 2 * hmax, hmax**2  # ||H^T(p - e_y)||_inf <= 2 max|H|; |h_i^T (diag p - pp^T) h_j| <= max|H|^2
+    else:
+        rows = H[problem.label_array]
+        lo, hi = float(rows.min()), float(rows.max())  # u = h_y . a ranges over [lo, hi]
+        if loss_name == "log":
+            if lo <= 0:
+                raise ValueError("log loss: u = c_y^T f can reach 0 with this head; no finite smoothness bound")
+            g, q = hmax / lo, hmax**2 / lo**2
+        elif loss_name == "square":
+            g, q = 2 * max(abs(1 - lo), abs(1 - hi)) * hmax, 2 * hmax**2
+        elif loss_name == "exp":
+            g, q = np.exp(-lo) * hmax, np.exp(-lo) * hmax**2
+        else:
+            raise ValueError(f"unknown loss {loss_name!r}")
+    return Delta**2 * (q / 4 + g / 2)
+
+
+def safe_step(problem: Problem, loss_name: str | None = None) -> float:
+    """A constant GD step size below which GD is safe: ``1/beta`` (see :func:`smoothness`)."""
+    beta = smoothness(problem, loss_name)
+    return float("inf") if beta == 0 else 1.0 / beta
