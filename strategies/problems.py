@@ -1,0 +1,252 @@
+"""Hypothesis strategies for Li et al. 2024 problems, structure first.
+
+The priority structure is drawn first -- per query token ``k`` an ordered list of SCC blocks (highest
+priority first) and a DAG between them -- and then realized as samples, so acyclic graphs, several
+SCCs, cycles and ``W^svm = 0`` occur with controlled frequency instead of by luck.  Every strategy
+takes strategies for its parts and shrinks toward small and simple: fewer samples, shorter sequences,
+smaller K, orthonormal (identity) embeddings, acyclic structures.
+
+Realization rules (why the drawn structure *is* the TPG of the realized samples):
+* the query ``k`` lies in block ``b``; labels come only from blocks ``0..b`` (a label ``y`` always gets
+  the edge ``y -> k``, so its block must precede or equal k's); tokens below block ``b`` are
+  context-only singletons;
+* a block ``[t_1..t_m]`` is made strongly connected by samples labelled ``t_j`` containing ``t_{j+1}``
+  (cyclically);
+* a DAG edge ``B_i -> B_j`` is a sample labelled in ``B_i`` containing a token of ``B_j``;
+* padding draws only from the label's own block and its DAG descendants, so no unplanned cycle appears.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from hypothesis import event
+from hypothesis import strategies as st
+
+from theory.problem import Problem
+
+SHAPES = ("acyclic", "cyclic", "mixed", "svm_zero")
+EMBEDDINGS = ("orthonormal", "gaussian", "ill_conditioned")
+MAX_CONDITION = 1e3
+
+
+# ------------------------------------------------------------------------------------------------
+# Structures
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class QueryStructure:
+    """The planned ``G^(k)``: SCC blocks (highest priority first), the query's block, DAG edges."""
+
+    query: int
+    blocks: tuple[tuple[int, ...], ...]  # blocks[:query_block+1] may hold labels; later ones are context-only
+    query_block: int
+    dag: frozenset  # {(i, j)}: block i -> block j, i < j
+
+    def descendants(self, i: int) -> set[int]:
+        out, stack = set(), [i]
+        while stack:
+            c = stack.pop()
+            for a, b in self.dag:
+                if a == c and b not in out:
+                    out.add(b)
+                    stack.append(b)
+        return out
+
+
+@dataclass(frozen=True)
+class Structure:
+    K: int
+    queries: tuple[QueryStructure, ...]
+    shape: str
+
+    @property
+    def cyclic(self) -> bool:
+        return any(len(b) > 1 for q in self.queries for b in q.blocks)
+
+
+@st.composite
+def priority_structures(draw, K=st.integers(2, 12), shapes=st.sampled_from(SHAPES),
+                        n_queries=st.integers(1, 2), max_block: int = 3, max_label_tokens: int = 3,
+                        max_context_tokens: int = 2) -> Structure:
+    """Per query token, a DAG of SCC blocks.  ``K``, ``shapes`` and ``n_queries`` are strategies.
+
+    Every label reaches the query (edge ``y -> k``), so the query's block is the lowest of the label
+    blocks; below it hang context-only singletons.
+    """
+    K = draw(K, label="K")
+    shape = draw(shapes, label="shape")
+    nq = draw(n_queries.map(lambda q: min(q, K)), label="n_queries")
+    queries = draw(st.lists(st.integers(0, K - 1), min_size=nq, max_size=nq, unique=True), label="queries")
+    out = []
+    for k in queries:
+        others = draw(st.permutations([t for t in range(K) if t != k]), label="token_order")
+        if shape == "svm_zero":
+            # One SCC holding the query and 1..2 other tokens: no ⇒ edge, W^svm = 0.
+            m = draw(st.integers(1, min(2, len(others))), label="scc_size")
+            out.append(QueryStructure(k, (tuple([*others[:m], k]),), 0, frozenset()))
+            continue
+        n_lab = draw(st.integers(1, min(max_label_tokens, len(others))), label="label_tokens")
+        n_ctx = draw(st.integers(0, min(max_context_tokens, len(others) - n_lab)), label="context_tokens")
+        rest, ctx = list(others[:n_lab]), others[n_lab:n_lab + n_ctx]
+        blocks: list[list[int]] = []
+        while rest:
+            size = 1 if shape == "acyclic" else draw(st.integers(1, min(max_block, len(rest))), label="block_size")
+            blocks.append(rest[:size])
+            rest = rest[size:]
+        joins = shape != "acyclic" and draw(st.booleans(), label="query_joins_scc")
+        if shape == "cyclic" and all(len(b) == 1 for b in blocks):
+            joins = True  # guarantee a cycle
+        if joins:
+            blocks[-1].append(k)
+        else:
+            blocks.append([k])
+        qb = len(blocks) - 1
+        blocks += [[c] for c in ctx]
+        dag = {(i, qb) for i in range(qb)}
+        dag |= {(i, j) for i in range(qb) for j in range(i + 1, qb) if draw(st.booleans(), label="edge")}
+        for j in range(qb + 1, len(blocks)):
+            dag.add((draw(st.integers(0, qb), label="parent"), j))
+        out.append(QueryStructure(k, tuple(tuple(b) for b in blocks), qb, frozenset(dag)))
+    return Structure(K, tuple(out), shape)
+
+
+# ------------------------------------------------------------------------------------------------
+# Realization as samples
+# ------------------------------------------------------------------------------------------------
+@st.composite
+def realize(draw, structure: Structure, max_len: int = 8, max_samples: int = 12, extra_samples=st.integers(0, 3),
+            padding=st.integers(0, 2)):
+    """Samples ``(sequences, labels)`` whose TPGs are exactly ``structure``."""
+    seqs, labels = [], []
+
+    def add(q: QueryStructure, y: int, required: list[int]):
+        bi = next(i for i, b in enumerate(q.blocks) if y in b)
+        pool = list(q.blocks[bi]) + [t for j in sorted(q.descendants(bi)) for t in q.blocks[j]]
+        body = [t for t in [y, *required] if t != q.query]
+        room = max_len - 1 - len(body)
+        pad = min(draw(padding, label="padding"), room)
+        body += [draw(st.sampled_from(pool), label="pad_token") for _ in range(pad)]
+        if not body:  # T >= 2: the query alone would be a sequence of length 1
+            body = [draw(st.sampled_from(pool), label="pad_token")]
+        order = draw(st.permutations(body), label="positions")
+        seqs.append(list(order) + [q.query])
+        labels.append(y)
+
+    for q in structure.queries:
+        for bi, block in enumerate(q.blocks[: q.query_block + 1]):
+            if len(block) > 1:
+                for j, t in enumerate(block):
+                    add(q, t, [block[(j + 1) % len(block)]])
+        for i, j in sorted(q.dag):
+            if j == q.query_block and i < j:
+                continue  # implied: every label in block i < b already has the edge to the query
+            y = draw(st.sampled_from(q.blocks[i]), label="edge_label")
+            add(q, y, [draw(st.sampled_from(q.blocks[j]), label="edge_target")])
+        for block in q.blocks[: q.query_block]:  # singleton label blocks not yet used as a label
+            if not any(s[-1] == q.query and y in block for s, y in zip(seqs, labels)):
+                add(q, draw(st.sampled_from(block), label="block_label"), [])
+    for _ in range(min(draw(extra_samples, label="extra_samples"), max(0, max_samples - len(seqs)))):
+        q = draw(st.sampled_from(structure.queries), label="extra_query")
+        y = draw(st.sampled_from([t for b in q.blocks[: q.query_block + 1] for t in b]), label="extra_label")
+        add(q, y, [])
+    return seqs, labels
+
+
+# ------------------------------------------------------------------------------------------------
+# Embeddings and heads
+# ------------------------------------------------------------------------------------------------
+def _rng(draw, label):
+    return np.random.default_rng(draw(st.integers(0, 2**32 - 1), label=label))
+
+
+@st.composite
+def embeddings(draw, K: int, d=None, kinds=st.sampled_from(EMBEDDINGS)) -> np.ndarray:
+    """K x d embeddings of a kind drawn from ``kinds``: ``orthonormal`` (shrinks to [I 0]),
+    ``gaussian`` (unit-norm Gaussian rows, as the paper) or ``ill_conditioned`` (independent,
+    condition number in [10, MAX_CONDITION])."""
+    d = draw(d if d is not None else st.integers(K, K + 3), label="d")
+    if d < K:
+        raise ValueError(f"embeddings(): d={d} < K={K} cannot be independent; use dependent_embeddings")
+    kind = draw(kinds, label="embedding_kind")
+    if kind == "orthonormal":
+        E = np.eye(K, d)
+        if draw(st.booleans(), label="rotate"):
+            Q, _ = np.linalg.qr(_rng(draw, "rotation_seed").normal(size=(d, d)))
+            E = E @ Q
+        return E
+    rng = _rng(draw, "embedding_seed")
+    if kind == "gaussian":
+        E = rng.normal(size=(K, d))
+        return E / np.linalg.norm(E, axis=1, keepdims=True)
+    cond = draw(st.floats(10.0, MAX_CONDITION), label="condition_number")
+    U, _ = np.linalg.qr(rng.normal(size=(K, K)))
+    V, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    s = np.geomspace(1.0, 1.0 / cond, K)
+    return (U * s) @ V[:K]
+
+
+@st.composite
+def biorthogonal_heads(draw, E: np.ndarray):
+    """Heads with ``C E^T = I`` (Assumption 1): the minimum-norm one, plus optionally a part orthogonal to
+    the embeddings' span (possible when d > K)."""
+    C = np.linalg.solve(E @ E.T, E)
+    K, d = E.shape
+    if d > K and draw(st.booleans(), label="head_extra"):
+        N = _rng(draw, "head_seed").normal(size=(K, d))
+        N -= N @ np.linalg.pinv(E) @ E  # rows orthogonal to span(E): C E^T unchanged
+        C = C + N
+    return C
+
+
+# ------------------------------------------------------------------------------------------------
+# Problems
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DrawnProblem:
+    problem: Problem
+    structure: Structure
+    notes: dict = field(default_factory=dict)
+
+
+@st.composite
+def drawn_problems(draw, structures=None, embedding_kinds=st.sampled_from(EMBEDDINGS), loss=st.just("log"),
+                   max_len: int = 8, max_samples: int = 12, heads=True, d_extra=st.integers(0, 3)) -> DrawnProblem:
+    """A problem satisfying Assumptions 1-2 together with the structure it realizes.
+
+    ``heads=True`` draws a biorthogonal head (``head`` key of the file); ``False`` leaves the default.
+    """
+    structure = draw(structures if structures is not None else priority_structures(), label="structure")
+    K = structure.K
+    seqs, labels = draw(realize(structure, max_len=max_len, max_samples=max_samples), label="samples")
+    E = draw(embeddings(K, d=d_extra.map(lambda x: K + x), kinds=embedding_kinds), label="E")
+    head = draw(biorthogonal_heads(E), label="C") if heads else None
+    problem = Problem.create(E, seqs, labels, draw(loss, label="loss"), head)
+    event(f"shape={structure.shape}")
+    event(f"cyclic={structure.cyclic}")
+    return DrawnProblem(problem, structure)
+
+
+def problems(**kw):
+    """Problems satisfying Assumptions 1-2 (see :func:`drawn_problems`)."""
+    return drawn_problems(**kw).map(lambda dp: dp.problem)
+
+
+def structures_of(shapes, K=st.integers(2, 12), n_queries=st.integers(1, 3)):
+    return priority_structures(K=K, shapes=st.sampled_from(shapes) if isinstance(shapes, (list, tuple)) else shapes,
+                               n_queries=n_queries)
+
+
+# ------------------------------------------------------------------------------------------------
+# Held-out contexts (hard retrieval / soft composition)
+# ------------------------------------------------------------------------------------------------
+@st.composite
+def heldout_contexts(draw, structure: Structure, max_len: int = 8):
+    """A new sequence drawn from the same priority structure: a top token from a label block, tokens of its
+    block and of its DAG descendants, and the query last.  Its top SCC is the one holding the first token."""
+    q = draw(st.sampled_from(structure.queries), label="heldout_query")
+    bi = draw(st.integers(0, q.query_block), label="heldout_block")
+    top = q.blocks[bi]
+    pool = list(top) + [t for j in sorted(q.descendants(bi)) for t in q.blocks[j]]
+    body = [draw(st.sampled_from(top), label="heldout_top")]
+    body += draw(st.lists(st.sampled_from(pool), max_size=max_len - 2), label="heldout_body")
+    return draw(st.permutations(body), label="heldout_positions") + [q.query]
