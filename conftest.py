@@ -10,6 +10,9 @@ Training properties set ``deadline=None`` themselves: a GD run is slow by nature
 """
 from hypothesis import HealthCheck, settings
 
+# Collects every run's results and writes reports/<run-id>/index.html (see reports/plugin.py).
+pytest_plugins = ["reports.plugin"]
+
 # Generation is structure-first and cheap; the only health check we relax is `too_slow` for the
 # training properties, per test, where the *test body* (GD) is what is slow.
 settings.register_profile("ci", max_examples=12, derandomize=True, deadline=None, print_blob=True)

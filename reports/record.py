@@ -16,6 +16,7 @@ Kinds of record, each a list per test id:
 """
 from __future__ import annotations
 
+import base64
 import os
 import tempfile
 from collections import defaultdict
@@ -25,6 +26,8 @@ REPORT_DIR_ENV = "TPG_REPORT_DIR"
 
 _current: dict = {"test": None}
 _store: dict = defaultdict(lambda: defaultdict(list))
+# The latest card recorded while Hypothesis was still exploring (generating or shrinking), per test.
+_pending_card: dict = {}
 
 
 def set_current_test(nodeid: str | None) -> None:
@@ -37,9 +40,28 @@ def _append(kind: str, value) -> None:
         _store[test][kind].append(value)
 
 
+def _hypothesis_exploring() -> bool:
+    """True inside a Hypothesis test body that is not the final replay of a failing example."""
+    try:
+        from hypothesis.control import _current_build_context
+    except ImportError:  # pragma: no cover
+        return False
+    ctx = _current_build_context.value
+    return ctx is not None and not getattr(ctx, "is_final", False)
+
+
 def take_records() -> dict:
-    """Everything recorded so far in this process, as plain dicts; clears the store."""
-    out = {test: dict(kinds) for test, kinds in _store.items()}
+    """Everything recorded so far in this process, as plain dicts; clears the store.
+
+    Counterexample cards recorded while Hypothesis explores (every failing example met while shrinking
+    would make one) are reduced to the last one; the card of Hypothesis's final replay, when there is
+    one, replaces it.
+    """
+    for test, card in _pending_card.items():
+        if not _store[test]["counterexample"]:
+            _store[test]["counterexample"].append(card)
+    _pending_card.clear()
+    out = {test: {k: v for k, v in kinds.items() if v} for test, kinds in _store.items()}
     _store.clear()
     return out
 
@@ -68,10 +90,14 @@ def record_counterexample(*, title: str, problem: dict, what_fails: str, amount:
     ``curves`` {"tau": [...], "correlation": [...], "finite_error": [...]} for log-axis plots,
     ``replay`` the one shell command that replays it.
     """
-    _append("counterexample", dict(title=title, problem=problem, what_fails=what_fails, amount=float(amount),
-                                   problem_file=str(problem_file), replay=replay, graphs=graphs,
-                                   svm_tokens=_plain(svm_tokens), fin_tokens=_plain(fin_tokens),
-                                   curves=_plain(curves)))
+    card = dict(title=title, problem=_plain(problem), what_fails=what_fails, amount=float(amount),
+                problem_file=str(problem_file), replay=replay, graphs=_plain(graphs),
+                svm_tokens=_plain(svm_tokens), fin_tokens=_plain(fin_tokens), curves=_plain(curves))
+    if _hypothesis_exploring():
+        if _current["test"] is not None:
+            _pending_card[_current["test"]] = card
+    else:
+        _append("counterexample", card)
 
 
 def record_relaxation(*, theorem: str, relaxation: str, expected: str, outcome: str, reason: str) -> None:
@@ -80,8 +106,11 @@ def record_relaxation(*, theorem: str, relaxation: str, expected: str, outcome: 
 
 
 def record_figure(name: str, data) -> None:
-    """``data``: PNG bytes or an SVG string."""
-    _append("figure", {"name": name, "png": data} if isinstance(data, bytes) else {"name": name, "svg": data})
+    """``data``: PNG bytes or an SVG string.  PNG is kept base64-encoded so the record is plain JSON."""
+    if isinstance(data, (bytes, bytearray)):
+        _append("figure", {"name": name, "png": base64.b64encode(bytes(data)).decode("ascii")})
+    else:
+        _append("figure", {"name": name, "svg": str(data)})
 
 
 def record_metrics(**values) -> None:

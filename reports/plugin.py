@@ -1,0 +1,445 @@
+"""pytest plugin: collect every run's results and render ``reports/<run-id>/index.html``.
+
+Registered by the top-level ``conftest.py`` (``pytest_plugins = ["reports.plugin"]``); disable it with
+``-p no:reports.plugin``.
+
+Data flow (works with and without pytest-xdist):
+
+* The *controller* (the only process without xdist; the one that spawns workers with it) picks the run id
+  and folder in ``pytest_configure``, exports it as ``TPG_REPORT_DIR`` (read by
+  :func:`reports.record.report_dir`, so problem files written by properties land in the run folder) and
+  hands it, with the Hypothesis seed, to every xdist worker through ``workerinput``.
+* Every process that *runs* tests appends one JSON line per test to ``<run>/data/<worker>.jsonl``
+  (outcome, duration, theorem marker, Hypothesis statistics, and what the test attached via
+  :mod:`reports.record`).  Writing per test means a crashed worker loses at most its current test.
+* The controller also notes every outcome it sees (xdist forwards workers' reports), writes
+  ``<run>/run.json`` and, after the session, merges the worker files and renders the HTML
+  (:mod:`reports.generate`).  ``reports/latest`` then points at the run.
+
+Report generation never changes the exit status or hides a test result; if it fails, one warning line
+with the reason is printed in the terminal summary (the traceback goes to ``<run>/generate-error.txt``).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+import secrets
+import shlex
+import sys
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from reports import record
+
+RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
+# Hypothesis phases whose test cases count as "examples tried" (shrinking is reported separately).
+_EXAMPLE_PHASES = ("explicit", "reuse", "generate", "target")
+_LONGREPR_MAX = 8000
+
+_KEY_INFO = pytest.StashKey[dict]()
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("tpg-report", "HTML report of the run")
+    group.addoption("--report-root", default=None,
+                    help="folder holding reports/<run-id>/ and reports/latest (default: <rootdir>/reports)")
+    group.addoption("--report-max-cards", type=int, default=12,
+                    help="counterexample cards rendered in full; the rest are listed in one line each")
+
+
+# --------------------------------------------------------------------------------------------------
+# Configuration: run id, folder, seed.  Runs first so Hypothesis's own pytest_configure sees the seed.
+# --------------------------------------------------------------------------------------------------
+
+def _new_run_id() -> str:
+    return _dt.datetime.now().strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+def _profile_info(config) -> tuple[str, bool]:
+    """Name of the Hypothesis profile in force and whether it is derandomized."""
+    from hypothesis import settings
+
+    name = config.getoption("hypothesis_profile", None) or settings.get_current_profile_name()
+    try:
+        derandomize = bool(settings.get_profile(name).derandomize)
+    except Exception:  # an unknown profile name: Hypothesis itself will complain
+        derandomize = bool(settings.default.derandomize)
+    return name, derandomize
+
+
+def _force_seed(config, seed) -> None:
+    """Make every Hypothesis test of this process draw from ``seed`` (what ``--hypothesis-seed`` does)."""
+    from hypothesis import core
+
+    config.option.hypothesis_seed = str(seed)
+    core.global_force_seed = seed
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    if getattr(config.option, "collectonly", False) or getattr(config.option, "help", False):
+        return
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        # An xdist worker: adopt the controller's folder and seed, so everyone writes to the same run.
+        run_dir = workerinput.get("tpg_report_dir")
+        if not run_dir:
+            return
+        os.environ[record.REPORT_DIR_ENV] = run_dir
+        if workerinput.get("tpg_seed") is not None:
+            _force_seed(config, workerinput["tpg_seed"])
+        config.stash[_KEY_INFO] = {"run_dir": Path(run_dir), "worker": workerinput.get("workerid", "gw")}
+        return
+
+    root = Path(config.getoption("report_root") or (config.rootpath / "reports")).resolve()
+    run_id = _new_run_id()
+    run_dir = root / run_id
+    (run_dir / "data").mkdir(parents=True, exist_ok=True)
+    # The controller always overrides an inherited value (e.g. a nested pytest run started by a test).
+    os.environ[record.REPORT_DIR_ENV] = str(run_dir)
+
+    profile, derandomize = _profile_info(config)
+    given_seed = config.getoption("hypothesis_seed", None)
+    seed = None
+    if given_seed is not None:
+        seed = int(given_seed) if str(given_seed).lstrip("-").isdigit() else given_seed
+    elif not derandomize:
+        # A random profile (stress): choose the seed here so the report can say how to replay the run.
+        seed = secrets.randbelow(2**32)
+    if seed is not None:
+        _force_seed(config, seed)
+
+    config.stash[_KEY_INFO] = {
+        "controller": True, "run_dir": run_dir, "root": root, "worker": "main",
+        "run": {
+            "run_id": run_id,
+            "started": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "profile": profile, "derandomize": derandomize, "seed": seed,
+            "seed_chosen_by_report": given_seed is None and seed is not None,
+            "args": [str(a) for a in config.invocation_params.args],
+            "rootdir": str(config.rootpath), "workers": 0,
+            "max_cards": config.getoption("report_max_cards"),
+            "versions": _versions(),
+        },
+        "t0": time.time(), "outcomes": {},
+    }
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist (controller side): hand the run folder and seed to each worker before it starts."""
+    info = node.config.stash.get(_KEY_INFO, None)
+    if info is None:
+        return
+    node.workerinput["tpg_report_dir"] = str(info["run_dir"])
+    node.workerinput["tpg_seed"] = info["run"]["seed"]
+    info["run"]["workers"] = node.workerinput.get("workercount", info["run"]["workers"] + 1)
+
+
+def _versions() -> dict:
+    from importlib import metadata
+
+    out = {"python": sys.version.split()[0]}
+    for dist in ("numpy", "scipy", "networkx", "hypothesis", "pytest", "pytest-xdist", "matplotlib",
+                 "jinja2", "cvxpy", "clarabel", "numba"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Per test, in the process that runs it.
+# --------------------------------------------------------------------------------------------------
+
+def _theorem(item) -> str:
+    marker = item.get_closest_marker("theorem")
+    if marker is not None and marker.args:
+        return str(marker.args[0])
+    # Unmarked tests are grouped by module.
+    return Path(str(item.path)).stem if getattr(item, "path", None) else item.nodeid.split("::")[0]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    record.set_current_test(item.nodeid)
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_call(item):
+    """Capture Hypothesis's raw statistics dict.
+
+    ``trylast`` makes this the innermost wrapper, so Hypothesis's plugin has already installed its own
+    statistics collector (for ``--hypothesis-show-statistics``); ours records and then forwards to it.
+    """
+    try:
+        from hypothesis.statistics import collector
+    except ImportError:  # pragma: no cover - hypothesis is a dependency
+        return (yield)
+    previous = collector.value
+    found = item.stash.setdefault(_KEY_STATS, [])
+
+    def note(stats):
+        try:
+            found.append(summarize_statistics(stats))
+        except Exception as exc:  # never let the report break a test
+            found.append({"error": f"could not read statistics: {exc!r}"})
+        if previous is not None:
+            previous(stats)
+
+    with collector.with_value(note):
+        return (yield)
+
+
+_KEY_STATS = pytest.StashKey[list]()
+_KEY_PHASES = pytest.StashKey[dict]()
+
+
+def summarize_statistics(stats: dict) -> dict:
+    """Reduce Hypothesis's per-run statistics (one entry per test case) to what the report shows."""
+    phases = {}
+    events: Counter = Counter()
+    examples = invalid = failing = cases_for_events = 0
+    runtimes = []
+    for phase in ("explicit", "reuse", "generate", "target", "shrink", "explain"):
+        d = stats.get(phase + "-phase")
+        if not d or not d.get("test-cases"):
+            continue
+        cases = d["test-cases"]
+        status = Counter(c["status"] for c in cases)
+        phases[phase] = {"cases": len(cases), "valid": status["valid"], "interesting": status["interesting"],
+                         "invalid": status["invalid"] + status["overrun"],
+                         "seconds": round(float(d.get("duration-seconds", 0.0)), 4)}
+        if phase in _EXAMPLE_PHASES:
+            examples += status["valid"] + status["interesting"]
+            invalid += status["invalid"] + status["overrun"]
+            failing += status["interesting"]
+            runtimes += [c.get("runtime", 0.0) for c in cases]
+        if phase in ("generate", "target"):
+            cases_for_events += len(cases)
+            for c in cases:
+                events.update(c.get("events", ()))
+    shrink = stats.get("shrink-phase") or {}
+    runtimes.sort()
+    return {
+        "examples": examples, "invalid": invalid, "failing": failing,
+        "shrink_steps": len(shrink.get("test-cases", [])),
+        "shrinks_successful": int(shrink.get("shrinks-successful", 0)),
+        "stopped_because": stats.get("stopped-because", ""),
+        "events": dict(events.most_common(40)), "event_cases": cases_for_events,
+        "phases": phases, "targets": stats.get("targets", {}),
+        "median_runtime": runtimes[len(runtimes) // 2] if runtimes else None,
+    }
+
+
+_BLOB_RE = re.compile(r"@reproduce_failure\([^\n]*\)")
+_SEED_RE = re.compile(r"--hypothesis-seed=(\S+)|@seed\((\d+)\)")
+
+
+def _longrepr_text(report) -> str:
+    try:
+        text = report.longreprtext
+    except Exception:
+        text = str(report.longrepr)
+    if len(text) > _LONGREPR_MAX:  # keep the end: pytest puts the assertion and Hypothesis notes there
+        text = "... (truncated)\n" + text[-_LONGREPR_MAX:]
+    return text
+
+
+def _outcome(phases: dict) -> str:
+    """One outcome per test from its setup/call/teardown reports."""
+    call = phases.get("call")
+    if any(p["outcome"] == "failed" for w, p in phases.items() if w != "call"):
+        return "error"
+    if call is None:
+        return "skipped" if phases.get("setup", {}).get("outcome") == "skipped" else "error"
+    if call.get("xfail"):
+        return "xfailed" if call["outcome"] == "skipped" else "xpassed"
+    return call["outcome"]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    info = item.config.stash.get(_KEY_INFO, None)
+    if info is None:
+        return report
+    try:
+        phases = item.stash.setdefault(_KEY_PHASES, {})
+        entry = {"outcome": report.outcome, "duration": float(report.duration),
+                 "xfail": hasattr(report, "wasxfail")}
+        if report.failed or (report.skipped and report.when != "teardown"):
+            entry["text"] = _longrepr_text(report)
+        phases[report.when] = entry
+        if report.when == "teardown":
+            _write_test_line(item, info, phases)
+    except Exception as exc:  # the report must never change a test's outcome
+        _warn_once(item.config, f"tpg-report: could not record {item.nodeid}: {exc!r}")
+    return report
+
+
+def _write_test_line(item, info, phases) -> None:
+    records = record.take_records().get(item.nodeid, {})
+    record.set_current_test(None)
+    text = "\n".join(p.get("text", "") for p in phases.values() if p.get("text"))
+    blob = _BLOB_RE.search(text)
+    seed = _SEED_RE.search(text)
+    line = {
+        "nodeid": item.nodeid, "worker": info["worker"], "theorem": _theorem(item),
+        "module": item.nodeid.split("::")[0],
+        "doc": (getattr(getattr(item, "function", None), "__doc__", None) or "").strip().split("\n\n")[0][:600],
+        "outcome": _outcome(phases), "duration": sum(p["duration"] for p in phases.values()),
+        "text": text, "reproduce_blob": blob.group(0) if blob else None,
+        "printed_seed": (seed.group(1) or seed.group(2)) if seed else None,
+        "hypothesis": item.stash.get(_KEY_STATS, []),
+        "records": records,
+    }
+    path = Path(info["run_dir"]) / "data" / f"{info['worker']}.jsonl"
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(line, default=_json_default) + "\n")
+
+
+def _json_default(o):
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if isinstance(o, (bytes, bytearray)):
+        import base64
+
+        return base64.b64encode(bytes(o)).decode("ascii")
+    return repr(o)
+
+
+# --------------------------------------------------------------------------------------------------
+# Controller: outcomes as reported (also from workers), then merge and render after the session.
+# --------------------------------------------------------------------------------------------------
+
+def pytest_runtest_logreport(report):
+    """The controller's own view of every outcome, so a test whose worker died still shows up."""
+    info = _controller_info
+    if info is None:
+        return
+    o = info["outcomes"].setdefault(report.nodeid, {"outcome": "passed", "duration": 0.0, "text": ""})
+    o["duration"] += float(getattr(report, "duration", 0.0) or 0.0)
+    o["worker"] = getattr(getattr(report, "node", None), "gateway", None) and report.node.gateway.id
+    if report.failed:
+        o["outcome"] = "failed" if report.when == "call" else "error"
+        o["text"] = _longrepr_text(report)
+    elif report.skipped and report.when != "teardown" and o["outcome"] == "passed":
+        o["outcome"] = "xfailed" if hasattr(report, "wasxfail") else "skipped"
+
+
+_controller_info: dict | None = None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session):
+    global _controller_info
+    info = session.config.stash.get(_KEY_INFO, None)
+    _controller_info = info if info is not None and info.get("controller") else None
+
+
+def pytest_sessionfinish(session, exitstatus):
+    global _controller_info
+    info = _controller_info
+    _controller_info = None
+    if info is None:
+        return
+    run = info["run"]
+    run["finished"] = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
+    run["duration_s"] = round(time.time() - info["t0"], 2)
+    run["exitstatus"] = int(exitstatus)
+    run["rerun"] = rerun_command(run)
+    run["outcomes"] = info["outcomes"]
+    run_dir = Path(info["run_dir"])
+    try:
+        (run_dir / "run.json").write_text(json.dumps(run, indent=1, default=_json_default))
+        from reports import generate
+
+        out = generate.render(run_dir)
+        _point_latest(info["root"], run_dir)
+        info["message"] = f"HTML report: {out} ({out.stat().st_size / 1e6:.2f} MB)"
+    except Exception as exc:
+        try:
+            (run_dir / "generate-error.txt").write_text(traceback.format_exc())
+        except OSError:
+            pass
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        info["message"] = f"WARNING tpg-report: report generation failed ({reason}); see {run_dir}/generate-error.txt"
+    session.config.stash[_KEY_INFO] = info
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    info = config.stash.get(_KEY_INFO, None)
+    if info and info.get("message"):
+        terminalreporter.write_line(info["message"], yellow="WARNING" in info["message"])
+    for message in config.stash.get(_KEY_WARNINGS, []):
+        terminalreporter.write_line(message, yellow=True)
+
+
+_KEY_WARNINGS = pytest.StashKey[list]()
+
+
+def _warn_once(config, message: str) -> None:
+    found = config.stash.setdefault(_KEY_WARNINGS, [])
+    if message not in found:
+        found.append(message)
+
+
+def _point_latest(root: Path, run_dir: Path) -> None:
+    """``reports/latest`` -> the run: a relative symlink, swapped atomically; a one-line file if symlinks fail."""
+    latest = root / "latest"
+    tmp = root / f".latest-{run_dir.name}"
+    try:
+        if tmp.is_symlink() or tmp.exists():
+            tmp.unlink()
+        os.symlink(run_dir.name, tmp, target_is_directory=True)
+        os.replace(tmp, latest)
+    except OSError:
+        if latest.is_symlink():
+            latest.unlink()
+        latest.write_text(str(run_dir / "index.html") + "\n")
+
+
+# --------------------------------------------------------------------------------------------------
+# Re-run commands
+# --------------------------------------------------------------------------------------------------
+
+def _strip_options(args, names) -> list[str]:
+    """``args`` without ``--name=value`` / ``--name value`` for each of ``names``."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a in names:
+            skip = True
+            continue
+        if any(a.startswith(n + "=") for n in names):
+            continue
+        out.append(a)
+    return out
+
+
+def hypothesis_args(run: dict) -> list[str]:
+    args = [f"--hypothesis-profile={run['profile']}"]
+    if run.get("seed") is not None:
+        args.append(f"--hypothesis-seed={run['seed']}")
+    return args
+
+
+def rerun_command(run: dict) -> str:
+    """The command that re-runs the whole run (same arguments, profile and, for random profiles, seed)."""
+    args = _strip_options(run.get("args", []), ("--hypothesis-profile", "--hypothesis-seed", "--report-root"))
+    return shlex.join(["python", "-m", "pytest", *args, *hypothesis_args(run)])
+
+
+def replay_command(run: dict, nodeid: str) -> str:
+    """The one command that replays a single test, without xdist."""
+    return shlex.join(["python", "-m", "pytest", nodeid, "-p", "no:xdist", *hypothesis_args(run)])
