@@ -100,6 +100,14 @@ def priority_structures(draw, K=st.integers(2, 12), shapes=st.sampled_from(SHAPE
             blocks[-1].append(k)
         else:
             blocks.append([k])
+        if len(blocks) == 1 and not ctx:
+            # Only shape "svm_zero" may lack a ⇒ edge: give the query its own block, or hang a
+            # context-only token below when the block would otherwise lose its cycle.
+            if len(blocks[0]) >= 3 or shape != "cyclic" or len(others) <= n_lab:
+                blocks[0].remove(k)
+                blocks.append([k])
+            else:
+                ctx = [others[n_lab]]
         qb = len(blocks) - 1
         blocks += [[c] for c in ctx]
         dag = {(i, qb) for i in range(qb)}
