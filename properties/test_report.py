@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from reports import generate
+from reports.plugin import replay_command
 
 pytestmark = pytest.mark.theorem("Report")
 
@@ -226,6 +227,7 @@ def test_holds(K, n):
 @given(st.integers(0, 1000))
 def test_breaks(x):
     """Fails for x >= 10: records one card, writes its problem file into the run folder."""
+    record_inputs(K=x)
     if x >= 10:
         problem = {"embeddings": [[1, 0, 0], [0, 1, 0], [0, 0, 1]], "sequences": [[0, 1, 2]], "labels": [0], "loss": "log"}
         path = report_dir() / "problem-breaks.json"
@@ -291,6 +293,8 @@ def test_nested_run_is_reported(tmp_path, workers):
     assert len(holds["records"]["inputs"]) >= 15
     breaks = tests["test_synth.py::test_breaks"]
     assert breaks["outcome"] == "failed" and breaks["hypothesis"][0]["shrink_steps"] > 0
+    # Inputs met while shrinking are not coverage: only the examples tried plus the final replay.
+    assert len(breaks["records"]["inputs"]) <= breaks["hypothesis"][0]["examples"] + 1
     assert breaks["reproduce_blob"] and breaks["reproduce_blob"].startswith("@reproduce_failure")
     cards = breaks["records"]["counterexample"]
     assert [c["title"] for c in cards] == ["x = 10"], "one card, from the shrunk example"
@@ -304,14 +308,15 @@ def test_nested_run_is_reported(tmp_path, workers):
 
 
 def test_stress_run_gets_a_seed_that_replays(tmp_path):
+    """A random profile gets a seed, handed to the xdist workers; the report's replay command (no xdist)
+    then draws exactly the examples the worker drew."""
     done, run_dir = run_synthetic(tmp_path, "-n", "2", "--hypothesis-profile=stress", "-k", "holds")
     assert done.returncode == 0, done.stdout[-3000:]
     run = json.loads((run_dir / "run.json").read_text())
     assert run["profile"] == "stress" and isinstance(run["seed"], int)
     assert f"--hypothesis-seed={run['seed']}" in run["rerun"] and "--hypothesis-profile=stress" in run["rerun"]
-    # Same seed, same examples: replay the run with its own command and compare what was generated.
     first = generate.load_run(run_dir)["tests"]["test_synth.py::test_holds"]["records"]["inputs"]
-    command = shlex.split(run["rerun"])
+    command = shlex.split(replay_command(run, "test_synth.py::test_holds"))
     assert command[:3] == ["python", "-m", "pytest"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     subprocess.run([sys.executable, *command[1:], "--report-root", str(tmp_path / "reports")],
@@ -319,7 +324,7 @@ def test_stress_run_gets_a_seed_that_replays(tmp_path):
     run_dir2 = (tmp_path / "reports" / "latest").resolve()
     assert run_dir2 != run_dir
     second = generate.load_run(run_dir2)["tests"]["test_synth.py::test_holds"]["records"]["inputs"]
-    assert sorted(map(json.dumps, first)) == sorted(map(json.dumps, second))
+    assert len(first) == 20 and first == second
 
 
 def test_generation_failure_warns_but_keeps_the_result(tmp_path):

@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 import networkx as nx  # noqa: E402
 import numpy as np  # noqa: E402
 
-DPI = 72
+DPI = 88
 # Cyclic SCCs get these colours in turn; singleton SCCs stay grey so the cycles stand out.
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
            "#17becf", "#7f7f7f"]
@@ -174,7 +174,7 @@ def tpg_png(graphs: dict, max_graphs: int = 8, title_prefix: str = "G") -> str |
                         arrowprops=dict(arrowstyle="-|>", shrinkA=9, shrinkB=9, mutation_scale=9,
                                         lw=1.0 if inside else 1.1,
                                         color=colour.get(comp[i], "#555") if inside else "#222",
-                                        alpha=0.9 if inside else 0.55,
+                                        alpha=0.9 if inside else 0.75,
                                         connectionstyle="arc3,rad=0.25" if inside else "arc3,rad=0.06"))
         for t in nodes:
             c = comp[t]
@@ -185,7 +185,7 @@ def tpg_png(graphs: dict, max_graphs: int = 8, title_prefix: str = "G") -> str |
             xs, ys = zip(*pos.values())
             ax.set_xlim(min(xs) - 0.6, max(xs) + 0.6)
             ax.set_ylim(min(ys) - 0.6, max(ys) + 0.6)
-        ax.set_title(f"{title_prefix}^({k}): {len(sccs)} SCCs, {n_cross} ⇒ edges", fontsize=9)
+        ax.set_title(f"${title_prefix}^{{({k})}}$: {len(sccs)} SCCs, {n_cross} ⇒ edges", fontsize=10)
     if len(graphs) > len(keys):
         fig.suptitle(f"first {len(keys)} of {len(graphs)} graphs", fontsize=8)
     fig.tight_layout()
@@ -218,7 +218,7 @@ def heatmaps_png(mats: dict) -> str | None:
         ax.tick_params(labelsize=7)
         if K <= 8:
             for (i, k), v in np.ndenumerate(m):
-                ax.text(k, i, f"{v:.2g}", ha="center", va="center", fontsize=6,
+                ax.text(k, i, f"{v:.2g}", ha="center", va="center", fontsize=7,
                         color="white" if vmax and abs(v) > 0.6 * vmax else "black")
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04).ax.tick_params(labelsize=7)
     fig.tight_layout()
@@ -245,11 +245,11 @@ def curves_png(curves: dict) -> str | None:
         ax.set_xscale("log")
         if name == "finite_error":
             ax.set_yscale("log")
-            ax.set_title("||Π_Sfin W(τ) − W^fin||", fontsize=9)
+            ax.set_title(r"$\|\Pi_{S_{fin}} W(\tau) - W^{fin}\|$", fontsize=10)
         else:
-            ax.set_title("corr(W(τ), W^svm)", fontsize=9)
+            ax.set_title(r"corr$(W(\tau), W^{svm})$", fontsize=10)
             ax.axhline(1.0, color="#999", lw=0.8, ls="--")
-        ax.set_xlabel("τ", fontsize=8)
+        ax.set_xlabel(r"$\tau$", fontsize=9)
         ax.tick_params(labelsize=7)
         ax.grid(True, which="both", alpha=0.25)
     fig.tight_layout()

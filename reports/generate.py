@@ -20,7 +20,6 @@ from pathlib import Path
 
 import jinja2
 
-from reports import charts
 from reports.plugin import replay_command, rerun_command
 
 SECTIONS = ("run", "dashboard", "properties", "counterexamples", "relaxations")
@@ -116,6 +115,8 @@ def _samples(problem: dict | None) -> list[dict]:
 
 
 def _card(test: dict, ce: dict, run_dir: Path, full: bool) -> dict:
+    from reports import charts  # matplotlib: imported only when something is drawn
+
     card = dict(ce)
     card["nodeid"] = test["nodeid"]
     card["test_outcome"] = test.get("outcome")
@@ -129,8 +130,8 @@ def _card(test: dict, ce: dict, run_dir: Path, full: bool) -> dict:
     card["full"] = full
     if full:
         card["tpg_png"] = charts.tpg_png(ce.get("graphs") or {})
-        card["heat_png"] = charts.heatmaps_png({"W^svm  (E W E^T)": ce.get("svm_tokens"),
-                                                "W^fin  (E W E^T)": ce.get("fin_tokens")})
+        card["heat_png"] = charts.heatmaps_png({r"$W^{svm}$ as $E W E^\top$": ce.get("svm_tokens"),
+                                                r"$W^{fin}$ as $E W E^\top$": ce.get("fin_tokens")})
         card["curves_png"] = charts.curves_png(ce.get("curves") or {})
     return card
 
@@ -149,9 +150,7 @@ def build_context(run: dict, run_dir: Path) -> dict:
         t["failed"] = t.get("outcome") in FAILED
         t["replay"] = replay_command(run, t["nodeid"])
         inputs = rec.get("inputs") or []
-        keys = [k for k in INPUT_KEYS if any(k in row for row in inputs)]
-        keys += sorted({k for row in inputs for k in row} - set(keys))
-        t["hists"] = [charts.histogram_svg([row.get(k) for row in inputs], INPUT_KEYS.get(k, k)) for k in keys]
+        t["hists"], t["ranges"] = _input_charts(inputs)
         t["n_inputs"] = len(inputs)
         t["metrics"] = [m for m in rec.get("metrics") or []]
         t["figures"] = rec.get("figure") or []
@@ -190,6 +189,22 @@ def build_context(run: dict, run_dir: Path) -> dict:
         "rerun": run.get("rerun") or rerun_command(run), "max_cards": max_cards,
         "n_failed": sum(t["failed"] for t in tests), "run_dir": str(run_dir),
     }
+
+
+def _input_charts(inputs: list[dict]) -> tuple[list[str], str]:
+    """Histograms (SVG) of each recorded input statistic, and a one-line summary of their ranges."""
+    from reports.charts import histogram_svg
+
+    keys = [k for k in INPUT_KEYS if any(row.get(k) is not None for row in inputs)]
+    keys += sorted({k for row in inputs for k, v in row.items() if v is not None} - set(keys))
+    hists, ranges = [], []
+    for k in keys:
+        values = [row[k] for row in inputs if row.get(k) is not None]
+        hists.append(histogram_svg(values, INPUT_KEYS.get(k, k)))
+        lo, hi = min(values), max(values)
+        name = {"n_sccs": "SCCs", "dim_sfin": "dim S_fin", "svm_norm": "||W^svm||"}.get(k, k)
+        ranges.append(f"{name} {_num(lo)}" if lo == hi else f"{name} {_num(lo)}–{_num(hi)}")
+    return hists, ", ".join(ranges)
 
 
 def _empty_group(name: str) -> dict:

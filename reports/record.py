@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import os
+import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -50,6 +51,27 @@ def _hypothesis_exploring() -> bool:
     return ctx is not None and not getattr(ctx, "is_final", False)
 
 
+def _hypothesis_phase() -> str | None:
+    """The Hypothesis phase (``generate``, ``shrink``, ...) running the current test body, if any.
+
+    Hypothesis does not expose it to the body, so look for its engine on the call stack; only done inside
+    a Hypothesis test, and ``None`` (record everything) when the engine cannot be found.
+    """
+    try:
+        from hypothesis.control import _current_build_context
+    except ImportError:  # pragma: no cover
+        return None
+    if _current_build_context.value is None:
+        return None
+    frame = sys._getframe(2)
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        if owner is not None and type(owner).__name__ == "ConjectureRunner":
+            return getattr(owner, "_current_phase", None)
+        frame = frame.f_back
+    return None
+
+
 def take_records() -> dict:
     """Everything recorded so far in this process, as plain dicts; clears the store.
 
@@ -77,6 +99,10 @@ def report_dir() -> Path:
 
 
 def record_inputs(**stats) -> None:
+    """One generated example's statistics.  Examples met while shrinking are not recorded: they say
+    nothing about coverage and would swamp the charts of a failing property."""
+    if _hypothesis_phase() == "shrink":
+        return
     _append("inputs", {k: (float(v) if v is not None else None) for k, v in stats.items()})
 
 
