@@ -216,9 +216,9 @@ def heatmaps_png(mats: dict) -> str | None:
             ax.set_xticks(range(m.shape[1]))
             ax.set_yticks(range(m.shape[0]))
         ax.tick_params(labelsize=7)
-        if K <= 8:
+        if K <= 8:  # values written in the cells while they still fit
             for (i, k), v in np.ndenumerate(m):
-                ax.text(k, i, f"{v:.2g}", ha="center", va="center", fontsize=7,
+                ax.text(k, i, f"{v:.1f}".replace("-0.0", "0.0"), ha="center", va="center", fontsize=7 if K <= 5 else 6,
                         color="white" if vmax and abs(v) > 0.6 * vmax else "black")
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04).ax.tick_params(labelsize=7)
     fig.tight_layout()

@@ -41,8 +41,9 @@ def load_run(run_dir) -> dict:
     """The run's metadata with ``tests``: every test's merged data, keyed by node id."""
     run_dir = Path(run_dir)
     run_file = run_dir / "run.json"
-    run = json.loads(run_file.read_text()) if run_file.exists() else {"run_id": run_dir.name}
-    run.setdefault("profile", "?")
+    run = json.loads(run_file.read_text()) if run_file.exists() else {}
+    # A partial run.json (e.g. written by hand, or by an older plugin) still renders.
+    run = {"run_id": run_dir.name, **RUN_DEFAULTS, **run}
     tests: dict[str, dict] = {}
     for path in sorted((run_dir / "data").glob("*.jsonl")):
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
@@ -66,6 +67,8 @@ def load_run(run_dir) -> dict:
     return run
 
 
+RUN_DEFAULTS = {"profile": "?", "derandomize": None, "seed": None, "seed_chosen_by_report": False, "args": [],
+                "workers": 0, "versions": {}, "max_cards": 12, "outcomes": {}, "started": "?"}
 TEST_DEFAULTS = {"worker": None, "outcome": "error", "duration": 0.0, "text": "", "doc": "", "reproduce_blob": None,
                  "printed_seed": None, "hypothesis": [], "records": {}}
 CARD_DEFAULTS = {"title": "counterexample", "problem": None, "what_fails": "", "amount": float("nan"),
@@ -130,8 +133,8 @@ def _card(test: dict, ce: dict, run_dir: Path, full: bool) -> dict:
     card["full"] = full
     if full:
         card["tpg_png"] = charts.tpg_png(ce.get("graphs") or {})
-        card["heat_png"] = charts.heatmaps_png({r"$W^{svm}$ as $E W E^\top$": ce.get("svm_tokens"),
-                                                r"$W^{fin}$ as $E W E^\top$": ce.get("fin_tokens")})
+        card["heat_png"] = charts.heatmaps_png({r"$W^{svm}$ as $E\,W E^\top$": ce.get("svm_tokens"),
+                                                r"$W^{fin}$ as $E\,W E^\top$": ce.get("fin_tokens")})
         card["curves_png"] = charts.curves_png(ce.get("curves") or {})
     return card
 
