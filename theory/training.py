@@ -154,7 +154,18 @@ def train(problem: Problem, steps: int, eta: float, normalized: bool = False, W0
 
 
 def run_gd(A0, data, M, eta, checkpoints, normalized, engine: str = "auto"):
-    """Dispatch to the token-space GD engine (``numpy`` reference loop for now)."""
-    if engine not in ("auto", "numpy"):
-        raise ValueError(f"unknown engine {engine!r}")
-    return gd_numpy(A0, data, M, eta, checkpoints, normalized)
+    """Dispatch to a token-space GD engine: ``numpy`` (the reference :func:`gd_numpy`), ``compiled``
+    (:func:`theory.engine.gd_compiled`, numba) or ``auto`` (compiled when numba imports)."""
+    if engine == "numpy":
+        return gd_numpy(A0, data, M, eta, checkpoints, normalized)
+    if engine == "compiled":
+        from theory.engine import gd_compiled  # an ImportError here is the honest answer
+
+        return gd_compiled(A0, data, M, eta, checkpoints, normalized)
+    if engine == "auto":
+        try:
+            from theory.engine import gd_compiled
+        except ImportError:
+            return gd_numpy(A0, data, M, eta, checkpoints, normalized)
+        return gd_compiled(A0, data, M, eta, checkpoints, normalized)
+    raise ValueError(f"unknown engine {engine!r} (expected auto, numpy or compiled)")

@@ -1,0 +1,537 @@
+"""The compiled token-space GD engine (numba), for plain and normalized GD and all four losses.
+
+It runs the same iteration as :func:`theory.training.gd_numpy` (the reference it is tested against):
+``A <- A - s M G M``, ``B <- B + s G`` with ``G = dL/dA`` from :mod:`theory.losses`, ``s = eta`` or
+``eta / ||E^T G E||_F``, and returns ``(B, L)`` at the checkpoints.  What makes a step cheap:
+
+* Only the pairs ``P = {(j, k) : token j occurs in a sample whose query is k}`` matter.  A score
+  ``A[j, k]`` outside ``P`` never enters a softmax (its count is 0) and ``G`` is zero outside ``P``,
+  so the state is the vector ``A_P`` (and ``B_P``), not a K x K matrix.
+* The update restricted to ``P`` is ``(M G M)_P`` with ``G`` supported on ``P``: with ``U`` the tokens
+  and ``Q`` the queries, ``Z = M[U, U] G[U, Q]`` costs ``|P| |U|`` and ``(Z M[Q, Q])_P`` costs
+  ``|P| |Q|``, instead of the ``2 K^3`` of two dense products.
+* ``||E^T G E||_F^2 = tr(G^T M G M) = <G, M G M>`` is a dot product over ``P`` with the update
+  just computed, so normalized GD costs ``|P|`` more flops.
+* The loss value (logs) is evaluated only at checkpoints; divergence is still detected every step
+  (non-finite scores, or ``u <= 0`` for ``-log u`` with a general head), where the reference raises.
+
+Compilation is cached on disk (``cache=True``); :func:`warm_up` triggers it once per process.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from theory.losses import TokenData
+
+LOSS_CODES = {"log": 1, "ce": 2, "square": 3, "exp": 4}
+LOG_BIORTH = 0  # -log u with C E^T = I: the stable logsumexp form (as in theory.losses)
+
+OK, DIVERGED, STOPPED = 0, 1, 2
+
+
+# ------------------------------------------------------------------------------------------------
+# Packing: a TokenData problem as two flat arrays (ints, floats) over the pairs P
+# ------------------------------------------------------------------------------------------------
+NHEAD = 8  # int header: P, m, entries, |U|, |Q|, K, loss code, dense update
+DENSE_MAX_P = 48  # up to here (M G M)_P is one dense P x P mat-vec: contiguous, vectorized, no gathers
+
+
+class Packed:
+    """One problem restricted to the pairs ``P`` (see the module docstring), as ``ints`` and ``floats``."""
+
+    def __init__(self, A0, data: TokenData, M):
+        A0 = np.asarray(A0, dtype=float)
+        M = np.asarray(M, dtype=float)
+        K = data.H.shape[0]
+        counts, queries, labels = data.counts, data.queries, data.labels
+        Q = np.unique(queries)
+        support = counts > 0
+        # P, grouped by query: the tokens of any sample of that query.
+        pairs = [(int(j), int(k)) for k in Q for j in np.flatnonzero(support[queries == k].any(axis=0))]
+        U = np.unique([j for j, _ in pairs])
+        uidx = {t: i for i, t in enumerate(U)}
+        qidx = {t: i for i, t in enumerate(Q)}
+        pidx = {pq: i for i, pq in enumerate(pairs)}
+        P, m = len(pairs), len(labels)
+        self.K, self.P, self.pairs = K, P, pairs
+        self.pj = np.array([j for j, _ in pairs], dtype=np.int64)
+        self.pk = np.array([k for _, k in pairs], dtype=np.int64)
+        pu = np.array([uidx[j] for j, _ in pairs], dtype=np.int64)
+        pq = np.array([qidx[k] for _, k in pairs], dtype=np.int64)
+        ptr = np.zeros(m + 1, dtype=np.int64)
+        ylab = -np.ones(m, dtype=np.int64)
+        ent = []  # (pair, token, count, H[y, token])
+        for i in range(m):
+            for t in np.flatnonzero(support[i]):
+                if t == labels[i]:
+                    ylab[i] = len(ent)
+                ent.append((pidx[(t, queries[i])], t, counts[i, t], data.H[labels[i], t]))
+            ptr[i + 1] = len(ent)
+        ent = np.array(ent, dtype=float).reshape(-1, 4)
+        if data.loss == "log" and data.biorthogonal:
+            code = LOG_BIORTH
+        elif data.loss in LOSS_CODES:
+            code = LOSS_CODES[data.loss]
+        else:
+            raise ValueError(f"unknown loss {data.loss!r}")
+        dense = P <= DENSE_MAX_P
+        # Kmat[p, p'] = M[j, j'] M[k', k] for p = (j, k), p' = (j', k'): (M G M)_P = Kmat G_P.
+        Kmat = (M[np.ix_(self.pj, self.pj)] * M[np.ix_(self.pk, self.pk)].T).ravel() if dense else np.zeros(0)
+        head = [P, m, len(ent), len(U), len(Q), K, code, int(dense)]
+        self.ints = np.concatenate([np.array(head, dtype=np.int64), ptr, ylab, np.asarray(labels, dtype=np.int64),
+                                    pq[ent[:, 0].astype(np.int64)[ptr[:-1]]] if m else np.zeros(0, np.int64),
+                                    ent[:, 0].astype(np.int64), ent[:, 1].astype(np.int64), pu, pq])
+        # Transposes, so both halves of M G M read rows: MUt[a, j] = M[j, a], MQt[k, b] = M[b, k].
+        self.floats = np.concatenate([
+            A0[self.pj, self.pk], np.asarray(data.weights, dtype=float), ent[:, 2], np.log(ent[:, 2]), ent[:, 3],
+            M[np.ix_(U, U)].T.ravel(), M[np.ix_(Q, Q)].T.ravel(), data.H.T.ravel(), Kmat])
+
+    def unpack(self, outB):
+        """Per-checkpoint ``B_P`` back to K x K matrices (zero outside P, as in the reference)."""
+        B = np.zeros((outB.shape[0], self.K, self.K))
+        B[:, self.pj, self.pk] = outB
+        return B
+
+
+# ------------------------------------------------------------------------------------------------
+# Kernels
+# ------------------------------------------------------------------------------------------------
+EXP_FLOOR = -708.0  # exp below this is subnormal (slow on x86) and < 1e-307: taken as 0
+
+
+@njit(cache=True, nogil=True)
+def _sample_softmax(A, ptr, ent_p, ent_logc, i, a):
+    """Sample i's attention over its support into ``a`` with its own max shift: (top, sum, label-free)."""
+    s0 = ptr[i]
+    n = ptr[i + 1] - s0
+    top = -math.inf
+    for r in range(n):
+        v = A[ent_p[s0 + r]] + ent_logc[s0 + r]
+        a[r] = v
+        if v > top:
+            top = v
+    ssum = 0.0
+    for r in range(n):
+        x = a[r] - top
+        x = math.exp(x) if x > EXP_FLOOR else 0.0
+        a[r] = x
+        ssum += x
+    inv = 1.0 / ssum
+    for r in range(n):
+        a[r] *= inv
+    return top, ssum
+
+
+@njit(cache=True, nogil=True)
+def _pair_exps(A, ex, qmax, pq):
+    """``ex_p = exp(A_p - max of A over p's query block)``; False when a score is not finite."""
+    P = A.shape[0]
+    p = 0
+    while p < P:  # one query block at a time (P is grouped by query)
+        b = pq[p]
+        s = p
+        mx = -math.inf
+        while p < P and pq[p] == b:
+            if A[p] > mx:
+                mx = A[p]
+            p += 1
+        if not math.isfinite(mx):
+            return False
+        qmax[b] = mx
+        for r in range(s, p):
+            x = A[r] - mx
+            ex[r] = math.exp(x) if x > EXP_FLOOR else 0.0
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _grad_logb(A, G, ex, R, qmax, ptr, w, ylab, sq, ent_p, ent_c, ent_logc, pq, want_loss, a):
+    """-log u under Assumption 1 (see :func:`_gradient`); kept apart so the hot loop stays small."""
+    P = A.shape[0]
+    if not _pair_exps(A, ex, qmax, pq):
+        return math.nan, False
+    for p in range(P):
+        G[p] = 0.0
+        R[p] = 0.0
+    L = 0.0
+    for i in range(w.shape[0]):
+        s0 = ptr[i]
+        n = ptr[i + 1] - s0
+        ey = ylab[i]
+        if ey < 0:
+            return math.inf, False  # label absent: -log u = inf
+        S = 0.0
+        for r in range(n):
+            S += ent_c[s0 + r] * ex[ent_p[s0 + r]]
+        ell = 0.0
+        if S >= 1e-280 and S < math.inf:
+            f = w[i] / S
+            other = 0.0
+            for r in range(n):
+                if s0 + r != ey:
+                    e = ent_p[s0 + r]
+                    R[e] += f * ent_c[s0 + r]
+                    other += ent_c[s0 + r] * ex[e]
+            G[ent_p[ey]] -= f * other  # w (a_y - 1) = -w (1 - a_y), without the cancellation
+            if want_loss:
+                ell = qmax[sq[i]] + math.log(S) - (A[ent_p[ey]] + ent_logc[ey])
+        else:
+            top, ssum = _sample_softmax(A, ptr, ent_p, ent_logc, i, a)
+            if not math.isfinite(ssum):
+                return math.nan, False
+            other = 0.0
+            for r in range(n):
+                if s0 + r != ey:
+                    G[ent_p[s0 + r]] += w[i] * a[r]
+                    other += a[r]
+            G[ent_p[ey]] -= w[i] * other
+            if want_loss:
+                ell = top + math.log(ssum) - (A[ent_p[ey]] + ent_logc[ey])
+        L += w[i] * ell
+    for p in range(P):
+        G[p] += ex[p] * R[p]
+    if not math.isfinite(L):
+        return L, False
+    return L, True
+
+
+@njit(cache=True, nogil=True)
+def _gradient(A, G, ex, R, qmax, ptr, w, ylab, y, sq, ent_p, ent_tok, ent_c, ent_logc, ent_h, pq, HT,
+              code, want_loss, a, g, pbuf):
+    """G_P = dL/dA on P; returns (L if want_loss else 0, ok).  The formulas of theory.losses._per_sample.
+
+    ``exp`` is taken once per pair, shifted by its query's max score: sample i's attention is then
+    ``c_e ex_e / S_i``.  A sample whose ``S_i`` would underflow falls back to its own max shift.
+    For ``-log`` under Assumption 1 the non-label part is ``ex * R`` with ``R_p = sum_i w_i c_ip / S_i``,
+    and the label part ``w_i (a_y - 1)`` is computed as ``-w_i sum_{t != y} a_t``: the reference's
+    ``a_y - 1`` keeps no relative precision once ``a_y`` rounds near 1 (late normalized GD), this does.
+    """
+    if code == LOG_BIORTH:
+        return _grad_logb(A, G, ex, R, qmax, ptr, w, ylab, sq, ent_p, ent_c, ent_logc, pq, want_loss, a)
+    P = A.shape[0]
+    m = w.shape[0]
+    K = HT.shape[0]
+    if not _pair_exps(A, ex, qmax, pq):
+        return math.nan, False
+    for p in range(P):
+        G[p] = 0.0
+    L = 0.0
+    for i in range(m):
+        s0 = ptr[i]
+        n = ptr[i + 1] - s0
+        S = 0.0
+        for r in range(n):
+            S += ent_c[s0 + r] * ex[ent_p[s0 + r]]
+        fast = S >= 1e-280 and S < math.inf
+        ell = 0.0
+        if fast:
+            inv = 1.0 / S
+            for r in range(n):
+                a[r] = ent_c[s0 + r] * ex[ent_p[s0 + r]] * inv
+        else:
+            top, ssum = _sample_softmax(A, ptr, ent_p, ent_logc, i, a)
+            if not math.isfinite(ssum):
+                return math.nan, False
+        if code == 2:  # ce over the head logits z = H a
+            for l in range(K):
+                pbuf[l] = 0.0
+            for r in range(n):
+                t = ent_tok[s0 + r]
+                ar = a[r]
+                for l in range(K):
+                    pbuf[l] += ar * HT[t, l]
+            zmax = -math.inf
+            for l in range(K):
+                if pbuf[l] > zmax:
+                    zmax = pbuf[l]
+            zy = pbuf[y[i]]
+            psum = 0.0
+            for l in range(K):
+                x = math.exp(pbuf[l] - zmax)
+                pbuf[l] = x
+                psum += x
+            if want_loss:
+                ell = math.log(psum) + zmax - zy
+            for l in range(K):
+                pbuf[l] = pbuf[l] / psum
+            pbuf[y[i]] -= 1.0
+            for r in range(n):
+                t = ent_tok[s0 + r]
+                acc = 0.0
+                for l in range(K):
+                    acc += pbuf[l] * HT[t, l]
+                g[r] = acc
+        else:
+            u = 0.0
+            for r in range(n):
+                u += a[r] * ent_h[s0 + r]
+            if code == 1:
+                if not u > 0.0:
+                    return math.inf, False  # -log u = inf
+                if want_loss:
+                    ell = -math.log(u)
+                for r in range(n):
+                    g[r] = -ent_h[s0 + r] / u
+            elif code == 3:
+                ell = (1.0 - u) ** 2
+                c = -2.0 * (1.0 - u)
+                for r in range(n):
+                    g[r] = c * ent_h[s0 + r]
+            else:
+                ell = math.exp(-u)
+                for r in range(n):
+                    g[r] = -ell * ent_h[s0 + r]
+        ag = 0.0
+        for r in range(n):
+            ag += a[r] * g[r]
+        wi = w[i]
+        for r in range(n):
+            G[ent_p[s0 + r]] += wi * (a[r] * (g[r] - ag))
+        L += wi * ell
+    if not math.isfinite(L):
+        return L, False
+    return L, True
+
+
+@njit(cache=True, nogil=True)
+def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
+    """Token-space GD on P for one packed problem (``Packed.ints``, ``Packed.floats``).
+
+    Writes ``B_P`` and ``L`` at each checkpoint into ``outB`` (checkpoints x P) and ``outL``;
+    returns ``(status, last step)``.
+    """
+    P, m, ne, nu, nq, K, code, dense = ib[0], ib[1], ib[2], ib[3], ib[4], ib[5], ib[6], ib[7]
+    o = NHEAD
+    ptr = ib[o:o + m + 1]
+    o += m + 1
+    ylab = ib[o:o + m]
+    o += m
+    y = ib[o:o + m]
+    o += m
+    sq = ib[o:o + m]
+    o += m
+    ent_p = ib[o:o + ne]
+    o += ne
+    ent_tok = ib[o:o + ne]
+    o += ne
+    pu = ib[o:o + P]
+    o += P
+    pq = ib[o:o + P]
+    A = fb[0:P].copy()
+    o = P
+    w = fb[o:o + m]
+    o += m
+    ent_c = fb[o:o + ne]
+    o += ne
+    ent_logc = fb[o:o + ne]
+    o += ne
+    ent_h = fb[o:o + ne]
+    o += ne
+    MUt = fb[o:o + nu * nu].reshape((nu, nu))
+    o += nu * nu
+    MQt = fb[o:o + nq * nq].reshape((nq, nq))
+    o += nq * nq
+    HT = fb[o:o + K * K].reshape((K, K))
+    o += K * K
+    Kmat = fb[o:o + P * P].reshape((P, P)) if dense else fb[o:o].reshape((0, 0))
+
+    maxn = 1
+    for i in range(m):
+        maxn = max(maxn, ptr[i + 1] - ptr[i])
+    B = np.zeros(P)
+    G = np.zeros(P)
+    Y = np.zeros(P)
+    ex = np.zeros(P)
+    R = np.zeros(P)
+    qmax = np.zeros(nq)
+    Z = np.zeros((nu, nq))
+    col = np.zeros(nu)
+    a = np.zeros(maxn)
+    g = np.zeros(maxn)
+    pbuf = np.zeros(K)
+    ncp = cps.shape[0]
+    c = 0
+    for t in range(cps[ncp - 1] + 1):
+        record = t == cps[c]
+        L, ok = _gradient(A, G, ex, R, qmax, ptr, w, ylab, y, sq, ent_p, ent_tok, ent_c, ent_logc, ent_h,
+                          pq, HT, code, record, a, g, pbuf)
+        if record:
+            for p in range(P):
+                outB[c, p] = B[p]
+            outL[c] = L
+            c += 1
+        if c == ncp:  # as the reference: the last checkpoint is returned even with an infinite loss
+            return OK, t
+        if not ok:
+            return DIVERGED, t
+        gn2 = 0.0
+        if dense:
+            for p in range(P):
+                acc = 0.0
+                for q in range(P):
+                    acc += Kmat[p, q] * G[q]
+                Y[p] = acc
+                gn2 += G[p] * acc
+        else:
+            # Z = M[U,U] G[U,Q], one query column at a time (P is grouped by query).
+            p = 0
+            while p < P:
+                b = pq[p]
+                for j in range(nu):
+                    col[j] = 0.0
+                while p < P and pq[p] == b:
+                    gp = G[p]
+                    if gp != 0.0:
+                        ar = pu[p]
+                        for j in range(nu):
+                            col[j] += gp * MUt[ar, j]
+                    p += 1
+                for j in range(nu):
+                    Z[j, b] = col[j]
+            # Y = (Z M[Q,Q])_P, and ||E^T G E||_F^2 = <G, M G M>.
+            for p in range(P):
+                j = pu[p]
+                k = pq[p]
+                acc = 0.0
+                for bb in range(nq):
+                    acc += Z[j, bb] * MQt[k, bb]
+                Y[p] = acc
+                gn2 += G[p] * acc
+        gn = math.sqrt(gn2) if gn2 > 0.0 else 0.0
+        if tol > 0.0 and gn < tol:
+            if not record:
+                L, ok = _gradient(A, G, ex, R, qmax, ptr, w, ylab, y, sq, ent_p, ent_tok, ent_c, ent_logc, ent_h,
+                                  pq, HT, code, True, a, g, pbuf)
+            while c < ncp:  # stationary to tolerance: the remaining checkpoints hold the current state
+                for p in range(P):
+                    outB[c, p] = B[p]
+                outL[c] = L
+                c += 1
+            return STOPPED, t
+        s = eta
+        if normalized:
+            s = eta / gn if gn > 0.0 else 0.0
+        for p in range(P):
+            A[p] -= s * Y[p]
+            B[p] += s * G[p]
+    return OK, cps[ncp - 1]
+
+
+@njit(cache=True, nogil=True)
+def _batch_one(i, ioff, foff, coff, boff, ib, fb, etas, normalized, cps, tol, outB, outL, status, steps):
+    P = ib[ioff[i]]
+    ncp = coff[i + 1] - coff[i]
+    st, t = _gd_core(ib[ioff[i]:ioff[i + 1]], fb[foff[i]:foff[i + 1]], etas[i], normalized[i],
+                     cps[coff[i]:coff[i + 1]], tol, outB[boff[i]:boff[i + 1]].reshape((ncp, P)),
+                     outL[coff[i]:coff[i + 1]])
+    status[i] = st
+    steps[i] = t
+
+
+@njit(cache=True, parallel=True)
+def _batch_parallel(ioff, foff, coff, boff, ib, fb, etas, normalized, cps, tol, outB, outL, status, steps):
+    for i in prange(ioff.shape[0] - 1):
+        _batch_one(i, ioff, foff, coff, boff, ib, fb, etas, normalized, cps, tol, outB, outL, status, steps)
+
+
+@njit(cache=True, nogil=True)
+def _batch_serial(ioff, foff, coff, boff, ib, fb, etas, normalized, cps, tol, outB, outL, status, steps):
+    for i in range(ioff.shape[0] - 1):
+        _batch_one(i, ioff, foff, coff, boff, ib, fb, etas, normalized, cps, tol, outB, outL, status, steps)
+
+
+# ------------------------------------------------------------------------------------------------
+# Public API
+# ------------------------------------------------------------------------------------------------
+def _checkpoints(checkpoints) -> np.ndarray:
+    cps = np.asarray(checkpoints, dtype=np.int64).ravel()
+    if cps.size == 0 or cps[0] < 0 or np.any(np.diff(cps) <= 0):
+        raise ValueError("checkpoints: expected a non-empty, strictly increasing list of non-negative steps")
+    return cps
+
+
+def _raise(step: int, L: float, where: str = ""):
+    raise FloatingPointError(f"GD diverged{where} at step {step}: loss {L}")
+
+
+def gd_compiled(A0, data: TokenData, M, eta: float, checkpoints, normalized: bool = False, tol: float = 0.0,
+                return_steps: bool = False):
+    """Compiled twin of :func:`theory.training.gd_numpy`: ``(B, losses)`` at each checkpoint.
+
+    ``tol > 0`` stops early once ``||grad_W L||_F < tol``; the remaining checkpoints then repeat the
+    state reached.  ``return_steps`` adds the number of the last step whose gradient was evaluated.
+    """
+    asked = np.asarray(checkpoints, dtype=np.int64).ravel()
+    if asked.size and np.all(np.diff(asked) >= 0):  # repeated steps (e.g. [0, 0]) are answered once each
+        cps, where = np.unique(asked, return_inverse=True)
+    else:
+        cps, where = _checkpoints(asked), slice(None)
+    pk = Packed(A0, data, M)
+    outB = np.zeros((len(cps), pk.P))
+    outL = np.zeros(len(cps))
+    status, step = _gd_core(pk.ints, pk.floats, float(eta), bool(normalized), cps, float(tol), outB, outL)
+    if status == DIVERGED:
+        c = int(np.searchsorted(cps, step, side="right")) - 1
+        _raise(step, outL[c] if c >= 0 and cps[c] == step else float("nan"))
+    out = (pk.unpack(outB)[where], outL[where])
+    return out + (int(step),) if return_steps else out
+
+
+def gd_batch(A0s, datas, Ms, etas, checkpoints, normalized=False, tol: float = 0.0, parallel: bool = True,
+             on_diverge: str = "raise"):
+    """Many problems at once (any mix of K, losses, step sizes): a list of ``(B, losses)``, one per problem,
+    equal to running :func:`gd_compiled` on each.
+
+    ``etas`` and ``normalized`` are scalars or one per problem; ``checkpoints`` is one list for all or one
+    per problem.  ``parallel`` spreads problems over numba threads.  A diverged problem raises
+    (``on_diverge="raise"``) or yields NaN outputs (``"nan"``).
+    """
+    nprob = len(datas)
+    if not (len(A0s) == len(Ms) == nprob):
+        raise ValueError("gd_batch: A0s, datas and Ms must have the same length")
+    if on_diverge not in ("raise", "nan"):
+        raise ValueError(f"on_diverge: expected 'raise' or 'nan', got {on_diverge!r}")
+    etas = np.broadcast_to(np.asarray(etas, dtype=float), (nprob,)).copy()
+    norm = np.broadcast_to(np.asarray(normalized, dtype=np.bool_), (nprob,)).copy()
+    if not isinstance(checkpoints[0], (list, tuple, np.ndarray)):
+        cps_list = [_checkpoints(checkpoints)] * nprob
+    else:
+        cps_list = [_checkpoints(c) for c in checkpoints]
+        if len(cps_list) != nprob:
+            raise ValueError("gd_batch: one checkpoint list per problem expected")
+    packs = [Packed(A0, d, M) for A0, d, M in zip(A0s, datas, Ms)]
+    offsets = lambda sizes: np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)  # noqa: E731
+    ioff = offsets([len(p.ints) for p in packs])
+    foff = offsets([len(p.floats) for p in packs])
+    coff = offsets([len(c) for c in cps_list])
+    boff = offsets([len(c) * p.P for p, c in zip(packs, cps_list)])
+    outB = np.zeros(boff[-1])
+    outL = np.zeros(coff[-1])
+    status = np.zeros(nprob, dtype=np.int64)
+    steps = np.zeros(nprob, dtype=np.int64)
+    run = _batch_parallel if parallel else _batch_serial
+    run(ioff, foff, coff, boff, np.concatenate([p.ints for p in packs]), np.concatenate([p.floats for p in packs]),
+        etas, norm, np.concatenate(cps_list), float(tol), outB, outL, status, steps)
+    out = []
+    for i, p in enumerate(packs):
+        L = outL[coff[i]:coff[i + 1]].copy()
+        if status[i] == DIVERGED:
+            if on_diverge == "raise":
+                _raise(int(steps[i]), float("nan"), f" (problem {i})")
+            out.append((np.full((len(L), p.K, p.K), np.nan), np.full(len(L), np.nan)))
+            continue
+        out.append((p.unpack(outB[boff[i]:boff[i + 1]].reshape(len(L), p.P)), L))
+    return out
+
+
+def warm_up() -> None:
+    """Load (or compile once and cache) the kernels; cheap after the first process has compiled them."""
+    from theory.problem import Problem
+
+    prob = Problem.create(np.eye(2), [[0, 1], [1, 0]], [1, 0])
+    data = TokenData.from_problem(prob)
+    gd_compiled(np.zeros((2, 2)), data, prob.gram, 0.1, [0, 1], normalized=True)
+    gd_batch([np.zeros((2, 2))], [data], [prob.gram], 0.1, [0, 1], parallel=False)
