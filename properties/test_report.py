@@ -304,6 +304,7 @@ def test_nested_run_is_reported(tmp_path, workers):
     page = check_page(run_dir / "index.html")
     assert len(page.images) == 4  # the recorded figure + the card's graph, heatmaps and curves
     assert "x too large" in page.text and "problem-breaks.json" in page.text
+    assert "test_breaks( x=10, )" in page.text, "Hypothesis's falsifying example not shown"
     assert "python -m pytest test_synth.py::test_breaks -p no:xdist --hypothesis-profile=ci" in page.text
 
 
@@ -339,3 +340,16 @@ def test_generation_failure_warns_but_keeps_the_result(tmp_path):
     assert done.returncode == 0 and "1 passed" in done.stdout
     warnings = [line for line in done.stdout.splitlines() if "WARNING tpg-report" in line]
     assert len(warnings) == 1 and "synthetic breakage" in warnings[0], done.stdout[-2000:]
+
+
+def test_old_runs_are_pruned_and_nothing_else(tmp_path):
+    from reports.plugin import _prune
+
+    runs = [tmp_path / f"20240501-1000{i:02d}-abcd" for i in range(5)]
+    for r in runs:
+        r.mkdir()
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "notes-20240501").mkdir()
+    _prune(tmp_path, runs[0], keep=2)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == sorted([runs[0].name, runs[3].name, runs[4].name, "notes-20240501", "templates"]), left

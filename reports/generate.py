@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -175,6 +176,7 @@ def build_context(run: dict, run_dir: Path) -> dict:
                    "matches": str(r.get("outcome", "")).strip().lower() == str(r.get("expected", "")).strip().lower()}
             seen_relaxations[key] = row
             relaxations.append(row)
+        t["falsifying"] = _falsifying_example(t.get("text") or "")
         if t["failed"]:
             failures.append(t)
     # Failing tests' cards first, so they get the drawings when there are more cards than the budget.
@@ -192,6 +194,30 @@ def build_context(run: dict, run_dir: Path) -> dict:
         "rerun": run.get("rerun") or rerun_command(run), "max_cards": max_cards,
         "n_failed": sum(t["failed"] for t in tests), "run_dir": str(run_dir),
     }
+
+
+_FALSIFYING_START = re.compile(r"^(E\s+)?(Falsifying (?:explicit )?example|Failing test case):")
+
+
+def _falsifying_example(text: str, max_lines: int = 40) -> str | None:
+    """Hypothesis's "Falsifying example: test(...)" (or "Failing test case: ...") block from a failure's
+    text, with pytest's ``E`` prefixes removed."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        found = _FALSIFYING_START.match(line)
+        if not found:
+            continue
+        prefix = len(found.group(1) or "")
+        block = []
+        for line in lines[i:i + max_lines]:
+            line = line[prefix:] if line.startswith("E") else line
+            if block and (not line.strip() or line.startswith(("Explanation:", "You can reproduce"))):
+                break
+            block.append(line.rstrip())
+            if line == ")":
+                break
+        return "\n".join(block)
+    return None
 
 
 def _input_charts(inputs: list[dict]) -> tuple[list[str], str]:

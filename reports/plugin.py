@@ -51,6 +51,8 @@ def pytest_addoption(parser):
                     help="folder holding reports/<run-id>/ and reports/latest (default: <rootdir>/reports)")
     group.addoption("--report-max-cards", type=int, default=12,
                     help="counterexample cards rendered in full; the rest are listed in one line each")
+    group.addoption("--report-keep", type=int, default=30,
+                    help="run folders kept under the report root, newest first (0: keep all)")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -364,6 +366,7 @@ def pytest_sessionfinish(session, exitstatus):
 
         out = generate.render(run_dir)
         _point_latest(info["root"], run_dir)
+        _prune(info["root"], run_dir, session.config.getoption("report_keep"))
         info["message"] = f"HTML report: {out} ({out.stat().st_size / 1e6:.2f} MB)"
     except Exception as exc:
         try:
@@ -407,6 +410,20 @@ def _point_latest(root: Path, run_dir: Path) -> None:
         latest.write_text(str(run_dir / "index.html") + "\n")
 
 
+def _prune(root: Path, current: Path, keep: int) -> None:
+    """Delete the oldest run folders beyond ``keep`` so reports/ does not grow without bound.  Only
+    folders named like a run id are touched, never the current one."""
+    import shutil
+
+    if keep <= 0:
+        return
+    runs = sorted((p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and RUN_ID_RE.match(p.name)),
+                  key=lambda p: p.name, reverse=True)
+    for old in runs[keep:]:
+        if old != current:
+            shutil.rmtree(old, ignore_errors=True)
+
+
 # --------------------------------------------------------------------------------------------------
 # Re-run commands
 # --------------------------------------------------------------------------------------------------
@@ -436,7 +453,7 @@ def hypothesis_args(run: dict) -> list[str]:
 
 def rerun_command(run: dict) -> str:
     """The command that re-runs the whole run (same arguments, profile and, for random profiles, seed)."""
-    args = _strip_options(run.get("args", []), ("--hypothesis-profile", "--hypothesis-seed", "--report-root"))
+    args = _strip_options(run.get("args", []), ("--hypothesis-profile", "--hypothesis-seed"))
     return shlex.join(["python", "-m", "pytest", *args, *hypothesis_args(run)])
 
 
