@@ -168,10 +168,10 @@ def _rng(draw, label):
 
 
 @st.composite
-def embeddings(draw, K: int, d=None, kinds=st.sampled_from(EMBEDDINGS)) -> np.ndarray:
+def embeddings(draw, K: int, d=None, kinds=st.sampled_from(EMBEDDINGS), max_condition: float = MAX_CONDITION) -> np.ndarray:
     """K x d embeddings of a kind drawn from ``kinds``: ``orthonormal`` (shrinks to [I 0]),
     ``gaussian`` (unit-norm Gaussian rows, as the paper) or ``ill_conditioned`` (independent,
-    condition number in [10, MAX_CONDITION])."""
+    condition number in [min(10, max_condition), max_condition])."""
     d = draw(d if d is not None else st.integers(K, K + 3), label="d")
     if d < K:
         raise ValueError(f"embeddings(): d={d} < K={K} cannot be independent; use dependent_embeddings")
@@ -186,7 +186,7 @@ def embeddings(draw, K: int, d=None, kinds=st.sampled_from(EMBEDDINGS)) -> np.nd
     if kind == "gaussian":
         E = rng.normal(size=(K, d))
         return E / np.linalg.norm(E, axis=1, keepdims=True)
-    cond = draw(st.floats(10.0, MAX_CONDITION), label="condition_number")
+    cond = draw(st.floats(min(10.0, max_condition), max_condition), label="condition_number")
     U, _ = np.linalg.qr(rng.normal(size=(K, K)))
     V, _ = np.linalg.qr(rng.normal(size=(d, d)))
     s = np.geomspace(1.0, 1.0 / cond, K)
@@ -218,7 +218,8 @@ class DrawnProblem:
 
 @st.composite
 def drawn_problems(draw, structures=None, embedding_kinds=st.sampled_from(EMBEDDINGS), loss=st.just("log"),
-                   max_len: int = 8, max_samples: int = 12, heads=True, d_extra=st.integers(0, 3)) -> DrawnProblem:
+                   max_len: int = 8, max_samples: int = 12, heads=True, d_extra=st.integers(0, 3),
+                   max_condition: float = MAX_CONDITION) -> DrawnProblem:
     """A problem satisfying Assumptions 1-2 together with the structure it realizes.
 
     ``heads=True`` draws a biorthogonal head (``head`` key of the file); ``False`` leaves the default.
@@ -226,7 +227,8 @@ def drawn_problems(draw, structures=None, embedding_kinds=st.sampled_from(EMBEDD
     structure = draw(structures if structures is not None else priority_structures(), label="structure")
     K = structure.K
     seqs, labels = draw(realize(structure, max_len=max_len, max_samples=max_samples), label="samples")
-    E = draw(embeddings(K, d=d_extra.map(lambda x: K + x), kinds=embedding_kinds), label="E")
+    E = draw(embeddings(K, d=d_extra.map(lambda x: K + x), kinds=embedding_kinds, max_condition=max_condition),
+             label="E")
     head = draw(biorthogonal_heads(E), label="C") if heads else None
     problem = Problem.create(E, seqs, labels, draw(loss, label="loss"), head)
     event(f"shape={structure.shape}")

@@ -1,0 +1,126 @@
+"""Theorem 1 (Li et al. 2024): GD on the log loss under Assumptions 1-2.
+
+``Π_{S_fin} W(τ) -> W^fin`` and ``W(τ)/||W(τ)|| -> W^svm/||W^svm||``; when ``W^svm = 0``, GD converges to a
+finite minimizer.  Judged on a finite budget by :mod:`theory.criteria` (rate-aware; the budget is
+``10^4`` time units ``τ₀ = ||W^svm||²/η``), and calibrated here: the same criterion must reject the
+same trajectories when the target is wrong.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import event, given
+from hypothesis import strategies as st
+
+from properties.helpers import assert_close, assert_verdict, describe, note_problem
+from strategies import drawn_problems, structures_of
+from theory import criteria
+from theory.analysis import analyze
+from theory.losses import safe_step
+from theory.training import train
+
+# Condition number of the "badly conditioned" embeddings in training properties: τ₀ grows like κ⁴, and
+# κ <= 3 keeps 10^4 τ₀ under criteria.MAX_STEPS for every structure the strategies draw.
+TRAIN_CONDITION = 3.0
+
+theorem_problems = drawn_problems(structures=structures_of(["acyclic", "cyclic", "mixed"]), max_condition=TRAIN_CONDITION)
+zero_problems = drawn_problems(structures=structures_of(["svm_zero"]), max_condition=TRAIN_CONDITION)
+
+
+@st.composite
+def initial_weights(draw, d: int):
+    """A random ``W(0)`` (Theorem 1 holds from any start): scale 0 .. 1, seeded.  Larger starts are as
+    valid but cost ``e^{gap}`` more steps (see :func:`theory.criteria.time_unit`)."""
+    scale = draw(st.sampled_from([0.0, 0.1, 0.5, 1.0]), label="init_scale")
+    seed = draw(st.integers(0, 2**16), label="init_seed")
+    return scale * np.random.default_rng(seed).normal(size=(d, d))
+
+
+step_fractions = st.sampled_from([1.0, 0.5, 0.25])  # of the safe step 1/β
+
+
+def run_theorem1(problem, W0, fraction):
+    an = analyze(problem)
+    eta = fraction * safe_step(problem)
+    steps = criteria.budget(an.svm.norm, eta, criteria.adverse_gap(an, W0))
+    event(f"budget={'clipped' if steps == criteria.MAX_STEPS else 'full'}")
+    return an, train(problem, steps, eta, W0=W0, analysis=an)
+
+
+@pytest.mark.theorem("Theorem 1")
+@given(data=st.data(), fraction=step_fractions)
+def test_gd_log_loss_converges_to_svm_direction_and_finite_part(data, fraction):
+    dp = data.draw(theorem_problems, label="problem")
+    p = dp.problem
+    W0 = data.draw(initial_weights(p.d), label="W0")
+    an, traj = run_theorem1(p, W0, fraction)
+    note_problem(p, an)
+    assert an.svm.norm > 0, f"strategy promised a ⇒ edge: {describe(p)}"
+    verdict = criteria.theorem1(traj, an)
+    assert_verdict(verdict, p, "Theorem 1 (GD, log loss)")
+
+
+@pytest.mark.theorem("Theorem 1")
+@given(data=st.data(), fraction=step_fractions)
+def test_gd_converges_to_finite_minimizer_when_svm_is_zero(data, fraction):
+    p = data.draw(zero_problems, label="problem").problem
+    W0 = data.draw(initial_weights(p.d), label="W0")
+    an = analyze(p)
+    note_problem(p, an)
+    assert an.svm.norm == 0
+    eta = fraction * safe_step(p)
+    traj = train(p, criteria.MIN_STEPS, eta, W0=W0, analysis=an)
+    assert_verdict(criteria.finite_convergence(traj), p, "W^svm = 0: GD converges")
+    # With no ⇒ edge L̃ = L, so the finite limit's S_fin part is W^fin itself; the part of W(0) that GD
+    # never touches (outside the span of the gradients) stays as it was.
+    assert_close(an.space.project(traj.final.W), an.finite.W, 1e-5, "Π_S W(τ) vs W^fin", p)
+
+
+def _wrong_direction(an, angle_deg, seed):
+    """A unit direction at ``angle_deg`` from W^svm inside the span of the constraint matrices E^T (.) E."""
+    rng = np.random.default_rng(seed)
+    E = an.problem.E
+    N = E.T @ rng.normal(size=(an.problem.K, an.problem.K)) @ E
+    Wh = an.svm.W / an.svm.norm
+    N -= np.sum(N * Wh) * Wh
+    N /= np.linalg.norm(N)
+    a = np.deg2rad(angle_deg)
+    return np.cos(a) * Wh + np.sin(a) * N
+
+
+@pytest.mark.theorem("Theorem 1")
+@given(data=st.data())
+def test_criterion_rejects_a_wrong_target(data):
+    """Calibration: the trajectories the criterion accepts are rejected against a target direction 10°
+    away from W^svm (same norm), or against a W^fin moved by 0.2 inside S_fin."""
+    from dataclasses import replace
+
+    dp = data.draw(theorem_problems, label="problem")
+    p = dp.problem
+    an, traj = run_theorem1(p, data.draw(initial_weights(p.d), label="W0"), 1.0)
+    assert criteria.theorem1(traj, an).passed, "precondition: the true target passes"
+    wrong_svm = replace(an.svm, W=an.svm.norm * _wrong_direction(an, 10.0, data.draw(st.integers(0, 99), label="seed")))
+    v = criteria.theorem1(traj, replace(an, svm=wrong_svm))
+    assert not v.passed, f"criterion accepted a direction 10° off W^svm: {v}\nproblem file: {describe(p)}"
+    if an.space.dim:
+        shift = an.space.compose(np.ones(an.space.dim) / np.sqrt(an.space.dim)) * 0.2
+        wrong_fin = replace(an.finite, W=an.finite.W + shift)
+        v = criteria.theorem1(traj, replace(an, finite=wrong_fin))
+        assert not v.passed, f"criterion accepted a W^fin off by 0.2: {v}\nproblem file: {describe(p)}"
+        event("calibrated finite part")
+
+
+@pytest.mark.theorem("Theorem 1")
+@given(data=st.data())
+def test_criterion_rejects_a_stalled_run(data):
+    """Calibration of the rate-aware growth check: the same trajectory with its last decade frozen
+    (W(τ) held at W(τ/10), as a finite minimizer would be) is not accepted."""
+    from dataclasses import replace
+
+    p = data.draw(theorem_problems, label="problem").problem
+    an, traj = run_theorem1(p, np.zeros((p.d, p.d)), 1.0)
+    frozen = list(traj.checkpoints)
+    mid = criteria._at(traj, traj.final.step / 10)
+    frozen[-1] = replace(mid, step=traj.final.step)
+    v = criteria.theorem1(replace(traj, checkpoints=frozen), an)
+    assert not v.passed, f"criterion accepted a run whose W stopped moving: {v}\nproblem file: {describe(p)}"
