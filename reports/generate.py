@@ -157,7 +157,7 @@ def build_context(run: dict, run_dir: Path) -> dict:
         t["hists"], t["ranges"] = _input_charts(inputs)
         t["n_inputs"] = len(inputs)
         t["metrics"] = [m for m in rec.get("metrics") or []]
-        t["figures"] = rec.get("figure") or []
+        t["figures"] = [_figure_within_budget(f) for f in rec.get("figure") or []]
         g = groups.setdefault(t.get("theorem", "?"), _empty_group(t.get("theorem", "?")))
         g["properties"] += 1
         g["examples"] += (t["hyp"] or {}).get("examples", 0)
@@ -220,6 +220,17 @@ def _falsifying_example(text: str, max_lines: int = 40) -> str | None:
     return None
 
 
+FIGURE_MAX_CHARS = 400_000  # one recorded figure (base64 PNG or SVG text); larger ones are left out
+
+
+def _figure_within_budget(fig: dict) -> dict:
+    size = len(fig.get("png") or fig.get("svg") or "")
+    if size <= FIGURE_MAX_CHARS:
+        return fig
+    return {"name": fig.get("name", "figure"), "omitted": f"left out: {size / 1e3:.0f} kB, over the "
+                                                          f"{FIGURE_MAX_CHARS / 1e3:.0f} kB per-figure budget"}
+
+
 def _input_charts(inputs: list[dict]) -> tuple[list[str], str]:
     """Histograms (SVG) of each recorded input statistic, and a one-line summary of their ranges."""
     from reports.charts import histogram_svg
@@ -247,7 +258,9 @@ def _group_key(name: str):
 
 
 def _env() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"),
+    # Templates are found next to this file, not through the package spec: a report root named
+    # "reports" in the working directory can shadow the package as a namespace package.
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).resolve().parent / "templates"),
                              autoescape=jinja2.select_autoescape(["html", "j2"]),
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters["seconds"] = _seconds

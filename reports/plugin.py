@@ -41,6 +41,7 @@ RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
 # Hypothesis phases whose test cases count as "examples tried" (shrinking is reported separately).
 _EXAMPLE_PHASES = ("explicit", "reuse", "generate", "target")
 _LONGREPR_MAX = 8000
+SIZE_BUDGET_MB = 5
 
 _KEY_INFO = pytest.StashKey[dict]()
 
@@ -85,6 +86,8 @@ def _force_seed(config, seed) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
+    config.addinivalue_line("markers", "theorem(name): the theorem or paper section a property checks "
+                                       "(groups the report's dashboard)")
     if getattr(config.option, "collectonly", False) or getattr(config.option, "help", False):
         return
     workerinput = getattr(config, "workerinput", None)
@@ -367,7 +370,10 @@ def pytest_sessionfinish(session, exitstatus):
         out = generate.render(run_dir)
         _point_latest(info["root"], run_dir)
         _prune(info["root"], run_dir, session.config.getoption("report_keep"))
-        info["message"] = f"HTML report: {out} ({out.stat().st_size / 1e6:.2f} MB)"
+        size = out.stat().st_size / 1e6
+        info["message"] = f"HTML report: {out} ({size:.2f} MB)"
+        if size > SIZE_BUDGET_MB:
+            info["message"] = f"WARNING tpg-report: {out} is {size:.1f} MB, over the {SIZE_BUDGET_MB} MB budget"
     except Exception as exc:
         try:
             (run_dir / "generate-error.txt").write_text(traceback.format_exc())
