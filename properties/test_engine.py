@@ -1,0 +1,272 @@
+"""Properties of the compiled GD engine (theory/engine.py).
+
+The references are independent of the engine: the numpy loop ``theory.training.gd_numpy`` (token space,
+dense K x K products, per-sample softmax), and a textbook W-space GD written here (per-sample T x d
+matrices, softmax over positions, analytic gradient in W).  Iterates must agree to 1e-10 (relative to
+their size).  Normalized GD is compared while the reference itself is accurate: once the label's
+attention rounds to 1, ``a_y - 1`` (the reference) keeps no significant digits and the normalized
+direction is rounding noise in any implementation, so normalized runs here move W by at most ~2.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
+
+from reports.record import record_inputs
+from theory.engine import gd_batch, gd_compiled
+from theory.losses import TokenData
+from theory.problem import LOSSES, Problem
+from theory.training import gd_numpy, run_gd
+
+pytestmark = pytest.mark.theorem("Engine")
+
+TOL = 1e-10
+
+
+# ------------------------------------------------------------------------------------------------
+# Local strategies: small random problems (K 2-8, d >= K, unit-norm Gaussian embeddings)
+# ------------------------------------------------------------------------------------------------
+@st.composite
+def problems(draw, losses=st.sampled_from(LOSSES), heads=st.sampled_from(["default", "tied"])):
+    K = draw(st.integers(2, 8), label="K")
+    d = draw(st.integers(K, K + 3), label="d")
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1), label="seed"))
+    E = rng.normal(size=(K, d))
+    E /= np.linalg.norm(E, axis=1, keepdims=True)
+    n = draw(st.integers(1, 8), label="n")
+    seqs = draw(st.lists(st.lists(st.integers(0, K - 1), min_size=2, max_size=6), min_size=n, max_size=n),
+                label="sequences")
+    loss = draw(losses, label="loss")
+    # Labels in context (Assumption 2) for -log; anywhere for the other losses.
+    labels = [draw(st.sampled_from(s) if loss == "log" else st.integers(0, K - 1)) for s in seqs]
+    head = draw(heads, label="head")
+    problem = Problem.create(E, seqs, labels, loss, head=E if head == "tied" else None)
+    W0 = draw(st.floats(0.0, 1.0), label="W0 scale") * rng.normal(size=(d, d)) / d
+    record_inputs(K=K, n=n, d=d, T=max(map(len, seqs)))
+    return problem, W0
+
+
+@st.composite
+def runs(draw, losses=st.sampled_from(LOSSES)):
+    """A problem, W(0), plain or normalized GD, a step size and log-ish checkpoints."""
+    problem, W0 = draw(problems(losses))
+    normalized = draw(st.booleans(), label="normalized")
+    if normalized:
+        steps = draw(st.integers(1, 60), label="steps")
+        eta = draw(st.floats(0.005, 2.0 / steps), label="eta")  # total movement of W at most 2
+    else:
+        steps = draw(st.integers(1, 300), label="steps")
+        eta = draw(st.floats(0.01, 1.0), label="eta")
+    cps = np.unique(np.array([0, 1, steps // 3, steps // 2, steps], dtype=np.int64))
+    return problem, W0, normalized, eta, cps
+
+
+def _step_of(exc: Exception) -> int:
+    return int(re.search(r"step (\d+)", str(exc)).group(1))
+
+
+def _check(what, expected, got, problem):
+    expected, got = np.asarray(expected), np.asarray(got)
+    scale = max(1.0, float(np.abs(expected).max(initial=0.0)))
+    err = float(np.abs(expected - got).max(initial=0.0))
+    assert err <= TOL * scale, (f"{what}: max |reference - engine| = {err:.3g} > {TOL * scale:.3g}\n"
+                                f"problem file: {problem.to_json()}")
+
+
+def _numpy_or_error(A0, data, M, eta, cps, normalized):
+    try:
+        return gd_numpy(A0, data, M, eta, cps, normalized), None
+    except FloatingPointError as exc:
+        return None, exc
+
+
+# ------------------------------------------------------------------------------------------------
+# Compiled == numpy reference
+# ------------------------------------------------------------------------------------------------
+@settings(deadline=None)
+@given(runs())
+def test_compiled_matches_numpy_reference(run):
+    """For every loss, plain and normalized GD, default and tied heads: the compiled engine's B(tau) and
+    L(tau) at every checkpoint equal the numpy reference loop's to 1e-10; when the reference diverges
+    (an infinite loss, e.g. -log u with u <= 0 under a tied head) the engine raises at the same step."""
+    problem, W0, normalized, eta, cps = run
+    note(f"loss={problem.loss} normalized={normalized} eta={eta} checkpoints={cps.tolist()}")
+    data = TokenData.from_problem(problem)
+    M = problem.gram
+    A0 = problem.E @ W0 @ problem.E.T
+    ref, err = _numpy_or_error(A0, data, M, eta, cps, normalized)
+    if err is not None:
+        with pytest.raises(FloatingPointError) as info:
+            gd_compiled(A0, data, M, eta, cps, normalized)
+        assert _step_of(info.value) == _step_of(err), f"diverged at {_step_of(info.value)}, reference: {err}"
+        return
+    B, L = gd_compiled(A0, data, M, eta, cps, normalized)
+    _check("B(tau) at the checkpoints", ref[0], B, problem)
+    _check("L(tau) at the checkpoints", ref[1], L, problem)
+
+
+# ------------------------------------------------------------------------------------------------
+# Batched == one at a time
+# ------------------------------------------------------------------------------------------------
+@settings(deadline=None, max_examples=6)
+@given(st.lists(runs(), min_size=1, max_size=4), st.booleans())
+def test_batch_equals_one_at_a_time(batch, parallel):
+    """gd_batch on problems of mixed K, losses, step sizes and plain/normalized GD returns, for each
+    problem, what gd_compiled returns alone (bit for bit: the same kernel runs on the same numbers),
+    and what the numpy reference returns (to 1e-10)."""
+    ok = []
+    for problem, W0, normalized, eta, cps in batch:
+        data = TokenData.from_problem(problem)
+        A0 = problem.E @ W0 @ problem.E.T
+        ref, err = _numpy_or_error(A0, data, problem.gram, eta, cps, normalized)
+        if err is None:
+            ok.append((problem, data, A0, normalized, eta, cps, ref))
+    if not ok:
+        return
+    got = gd_batch([r[2] for r in ok], [r[1] for r in ok], [r[0].gram for r in ok], [r[4] for r in ok],
+                   [r[5] for r in ok], normalized=[r[3] for r in ok], parallel=parallel)
+    for (problem, data, A0, normalized, eta, cps, ref), (B, L) in zip(ok, got):
+        B1, L1 = gd_compiled(A0, data, problem.gram, eta, cps, normalized)
+        np.testing.assert_array_equal(B, B1, err_msg=f"batch vs single, problem file: {problem.to_json()}")
+        np.testing.assert_array_equal(L, L1, err_msg=f"batch vs single, problem file: {problem.to_json()}")
+        _check("batched B(tau) vs the numpy reference", ref[0], B, problem)
+
+
+# ------------------------------------------------------------------------------------------------
+# Collapsing equal samples
+# ------------------------------------------------------------------------------------------------
+def _uncollapsed(problem: Problem) -> TokenData:
+    """One row per sample, weight 1/n: the problem before equal samples are merged."""
+    return TokenData(counts=problem.counts.copy(), queries=problem.queries, labels=problem.label_array,
+                     weights=np.full(problem.n, 1.0 / problem.n), H=problem.H, loss=problem.loss,
+                     biorthogonal=problem.assumptions()["head_biorthogonal"])
+
+
+@settings(deadline=None)
+@given(runs(losses=st.sampled_from(["log", "square"])), st.data())
+def test_collapsed_duplicates_same_trajectory(run, data):
+    """Repeating samples (and reordering their tokens) changes nothing but the weights: the engine on the
+    collapsed problem follows the numpy reference on the uncollapsed one (one row per sample) to 1e-10."""
+    problem, W0, normalized, eta, cps = run
+    reps = data.draw(st.lists(st.integers(1, 3), min_size=problem.n, max_size=problem.n), label="repeats")
+    perm = data.draw(st.randoms(use_true_random=False), label="order")
+    seqs, labels = [], []
+    for s, y, r in zip(problem.sequences, problem.labels, reps):
+        for _ in range(r):
+            body = list(s[:-1])
+            perm.shuffle(body)  # positions do not matter without positional encoding; the query stays last
+            seqs.append(body + [s[-1]])
+            labels.append(y)
+    big = problem.replace(sequences=seqs, labels=labels)
+    collapsed = TokenData.from_problem(big)
+    note(f"{big.n} samples collapse to {len(collapsed.weights)}")
+    A0 = big.E @ W0 @ big.E.T
+    ref, err = _numpy_or_error(A0, _uncollapsed(big), big.gram, eta, cps, normalized)
+    if err is not None:
+        with pytest.raises(FloatingPointError):
+            gd_compiled(A0, collapsed, big.gram, eta, cps, normalized)
+        return
+    B, L = gd_compiled(A0, collapsed, big.gram, eta, cps, normalized)
+    _check("B(tau), collapsed (engine) vs uncollapsed (reference)", ref[0], B, big)
+    _check("L(tau), collapsed (engine) vs uncollapsed (reference)", ref[1], L, big)
+
+
+# ------------------------------------------------------------------------------------------------
+# Token space maps back to the textbook W-space GD
+# ------------------------------------------------------------------------------------------------
+def textbook_gd(problem: Problem, W0, eta, steps, normalized):
+    """Li et al.'s model as written: X_i (T x d), scores X_i W x_last, softmax over positions,
+    f = X_i^T a, u = c_y^T f (or head logits C f for ce), grad_W = (1/n) sum_i X_i^T ds_i x_last^T."""
+    E, C = problem.E, problem.C
+    W = np.array(W0, dtype=float)
+    for _ in range(steps):
+        grad = np.zeros_like(W)
+        for seq, y in zip(problem.sequences, problem.labels):
+            X = E[list(seq)]
+            q = X[-1]
+            s = X @ W @ q
+            a = np.exp(s - s.max())
+            a /= a.sum()
+            f = X.T @ a
+            if problem.loss == "ce":
+                z = C @ f
+                p = np.exp(z - z.max())
+                p /= p.sum()
+                p[y] -= 1.0
+                v = C.T @ p
+            else:
+                u = C[y] @ f
+                v = {"log": -1.0 / u if problem.loss == "log" else 0.0, "square": -2.0 * (1.0 - u),
+                     "exp": -np.exp(-u)}[problem.loss] * C[y]
+            g = X @ v  # dl/da over positions
+            ds = a * (g - a @ g)
+            grad += np.outer(X.T @ ds, q) / problem.n
+        step = eta
+        if normalized:
+            gn = np.linalg.norm(grad)
+            step = eta / gn if gn > 0 else 0.0
+        W = W - step * grad
+    return W
+
+
+@settings(deadline=None)
+@given(problems(heads=st.just("default")), st.booleans(), st.integers(1, 12), st.floats(0.01, 0.3))
+def test_token_space_is_textbook_W_space(pw, normalized, steps, eta):
+    """W(tau) = W(0) - E^T B(tau) E from the engine equals a textbook per-sample T x d GD in W space
+    (its own softmax over positions, gradient and Frobenius normalization) to 1e-10."""
+    problem, W0 = pw
+    data = TokenData.from_problem(problem)
+    E = problem.E
+    A0 = E @ W0 @ E.T
+    try:
+        B, _ = gd_compiled(A0, data, problem.gram, eta, [0, steps], normalized)
+    except FloatingPointError:
+        return  # -log u with u <= 0 is not defined in W space either
+    W_engine = W0 - E.T @ B[-1] @ E
+    W_text = textbook_gd(problem, W0, eta, steps, normalized)
+    _check("W(tau): textbook W-space GD vs engine", W_text, W_engine, problem)
+
+
+# ------------------------------------------------------------------------------------------------
+# Dispatch and early stop (examples)
+# ------------------------------------------------------------------------------------------------
+def _svm_zero_problem():
+    # One query (2), labels 0 and 2 each present with the other: one SCC {0, 2}, W^svm = 0, a finite minimizer.
+    E = np.eye(3)
+    return Problem.create(E, [[0, 2], [0, 2], [1, 0, 2]], [0, 2, 0])
+
+
+def test_run_gd_engines_agree_and_reject_unknown_names():
+    """run_gd: numpy, compiled and auto give the same iterates; an unknown engine name is a ValueError."""
+    problem = _svm_zero_problem()
+    data = TokenData.from_problem(problem)
+    A0 = np.zeros((3, 3))
+    out = {e: run_gd(A0, data, problem.gram, 0.5, [0, 10, 100], False, e) for e in ("numpy", "compiled", "auto")}
+    for e in ("compiled", "auto"):
+        _check(f"B(tau), {e} vs numpy", out["numpy"][0], out[e][0], problem)
+        _check(f"L(tau), {e} vs numpy", out["numpy"][1], out[e][1], problem)
+    with pytest.raises(ValueError, match="unknown engine"):
+        run_gd(A0, data, problem.gram, 0.5, [0, 1], False, "torch")
+
+
+def test_early_stop_at_gradient_tolerance():
+    """With W^svm = 0 plain GD converges to a finite minimizer; with ``tol`` the engine stops at the first
+    step whose ||grad_W L||_F (recomputed here with theory.losses) is below tol, not before."""
+    from theory.losses import loss_and_grad_scores
+
+    problem = _svm_zero_problem()
+    data = TokenData.from_problem(problem)
+    E, M = problem.E, problem.gram
+    tol = 1e-4
+    B, L, step = gd_compiled(np.zeros((3, 3)), data, M, 1.0, [0, 10, 10**6], tol=tol, return_steps=True)
+    assert step < 10**6, "did not stop"
+    _, G = loss_and_grad_scores(-M @ B[-1] @ M, data)
+    assert np.linalg.norm(E.T @ G @ E) < tol
+    full, _ = gd_numpy(np.zeros((3, 3)), data, M, 1.0, [step - 1, step])
+    _, G_prev = loss_and_grad_scores(-M @ full[0] @ M, data)
+    assert np.linalg.norm(E.T @ G_prev @ E) >= tol, "stopped later than the first step below tol"
+    _check("B at the stop vs the reference", full[1], B[-1], problem)
