@@ -1,0 +1,105 @@
+"""The automaton (Li et al. 2024, Section 3): hard retrieval, then soft composition.
+
+On held-out sequences drawn from the same priority structure, the trained layer puts vanishing
+attention outside the highest-priority SCC present in the context, and the split inside it approaches
+the softmax of the ``W^fin`` scores.
+
+Finite-budget criterion (rate-aware): the leak outside the top SCC decays like ``τ^{-gap}`` with the
+``W^svm`` score gap >= 1 (every reachable lower SCC is at least one margin below), so at the budget of
+:func:`theory.criteria.budget` it must be <= ``LEAK_MAX`` and have shrunk by ``DECAY`` over the last decade;
+the split error inside the top SCC follows the finite error (~1/τ) and must be <= ``SPLIT_MAX`` and shrinking,
+unless already below ``FLOOR``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import event, given
+from hypothesis import strategies as st
+
+from properties.helpers import describe, note_problem
+from properties.test_theorem1 import theorem_problems
+from strategies import heldout_contexts
+from theory import criteria
+from theory.analysis import analyze
+from theory.automaton import attention_on, predicted_attention
+from theory.graphs import top_scc_tokens
+from theory.losses import safe_step
+from theory.training import train
+
+LEAK_MAX, SPLIT_MAX, DECAY, FLOOR = 1e-2, 1e-2, 0.5, 1e-8
+
+
+def lowest_scc_tokens(tpg, context):
+    """A deliberately wrong retrieval rule (calibration): the *lowest*-priority SCC present."""
+    worst = max(tpg.component[t] for t in context)
+    return sorted({t for t in context if tpg.component[t] == worst})
+
+
+def _measure(W, an, ctx, top_of):
+    a = attention_on(W, an.problem.E, ctx)
+    top = top_of(an.graphs[ctx[-1]], ctx)
+    leak = 1.0 - a[top].sum()
+    split = a[top] / a[top].sum()
+    return leak, float(np.abs(split - predicted_attention(an, ctx)[top]).sum())
+
+
+def automaton_failures(traj, an, contexts, top_of=top_scc_tokens):
+    end, mid = traj.final, criteria._at(traj, traj.final.step / 10)
+    fails = []
+    for ctx in contexts:
+        leak, err = _measure(end.W, an, ctx, top_of)
+        leak0, err0 = _measure(mid.W, an, ctx, top_of)
+        if leak > LEAK_MAX or (leak > FLOOR and leak > DECAY * leak0):
+            fails.append(f"context {ctx}: attention outside the top SCC {leak:.3g} (was {leak0:.3g} a decade earlier)")
+        if err > SPLIT_MAX or (err > FLOOR and err > DECAY * err0):
+            fails.append(f"context {ctx}: split inside the top SCC off the W^fin softmax by {err:.3g} (was {err0:.3g})")
+    return fails
+
+
+@st.composite
+def trained_with_contexts(draw):
+    dp = draw(theorem_problems, label="problem")
+    contexts = draw(st.lists(heldout_contexts(dp.structure), min_size=1, max_size=4), label="contexts")
+    return dp, contexts
+
+
+@pytest.mark.theorem("Automaton")
+@given(trained_with_contexts())
+def test_hard_retrieval_and_soft_composition_on_heldout_contexts(case):
+    dp, contexts = case
+    p = dp.problem
+    an = analyze(p)
+    note_problem(p, an)
+    eta = safe_step(p)
+    traj = train(p, criteria.budget(an.svm.norm, eta), eta, analysis=an)
+    sizes = [len(top_scc_tokens(an.graphs[c[-1]], c)) for c in contexts]
+    event(f"top SCC of size>1 in a context={max(sizes) > 1}")
+    fails = automaton_failures(traj, an, contexts)
+    assert not fails, "; ".join(fails) + f"\nproblem file: {describe(p)}"
+
+
+@pytest.mark.theorem("Automaton")
+@given(trained_with_contexts())
+def test_automaton_criterion_rejects_wrong_predictions(case):
+    """Calibration: the same trained layer judged against a wrong automaton fails -- retrieving the
+    lowest SCC present instead of the highest, or composing by counts alone (W^fin replaced by 0)."""
+    from dataclasses import replace
+
+    dp, contexts = case
+    p = dp.problem
+    an = analyze(p)
+    eta = safe_step(p)
+    traj = train(p, criteria.budget(an.svm.norm, eta), eta, analysis=an)
+    several = [c for c in contexts if lowest_scc_tokens(an.graphs[c[-1]], c) != top_scc_tokens(an.graphs[c[-1]], c)]
+    event(f"calibrated retrieval={bool(several)}")
+    if several:
+        assert automaton_failures(traj, an, several, top_of=lowest_scc_tokens), (
+            f"criterion accepted retrieval of the lowest SCC\nproblem file: {describe(p)}")
+    wrong = replace(an, finite=replace(an.finite, W=np.zeros_like(an.finite.W)))
+    nonuniform = [c for c in contexts
+                  if np.abs(predicted_attention(an, c) - predicted_attention(wrong, c)).sum() > 5 * SPLIT_MAX]
+    event(f"calibrated composition={bool(nonuniform)}")
+    if nonuniform:
+        assert automaton_failures(traj, wrong, nonuniform), (
+            f"criterion accepted uniform composition where W^fin predicts otherwise\nproblem file: {describe(p)}")

@@ -1,0 +1,89 @@
+"""Invariances of the theory (Li et al. 2024): relabeling tokens, duplicating samples, rotating the
+embeddings, and shuffling context positions (there is no positional encoding)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from properties.helpers import assert_close, note_problem
+from strategies import drawn_problems
+from theory.analysis import analyze
+from theory.training import train
+
+problems = drawn_problems().map(lambda dp: dp.problem)
+
+
+def _token_space(an):
+    E = an.problem.E
+    return E @ an.svm.W @ E.T, E @ an.finite.W @ E.T
+
+
+@pytest.mark.theorem("Invariances")
+@given(problems, st.randoms(use_true_random=False))
+def test_relabeling_tokens_permutes_graphs_and_solutions(p, rnd):
+    perm = list(range(p.K))
+    rnd.shuffle(perm)
+    q = p.relabel(perm)
+    a, b = analyze(p), analyze(q)
+    note_problem(p, a)
+    want = {perm[k]: ({(perm[i], perm[j]) for i, j in g.edges}, sorted(sorted(perm[t] for t in c) for c in g.sccs))
+            for k, g in a.graphs.items()}
+    got = {k: (set(g.edges), sorted(sorted(c) for c in g.sccs)) for k, g in b.graphs.items()}
+    assert got == want, f"graphs after relabeling {perm}: expected {want}, got {got}"
+    # W acts on embeddings, which moved with their tokens: W^svm and W^fin are unchanged in d x d ...
+    assert_close(b.svm.W, a.svm.W, 1e-6, "W^svm after relabeling", p)
+    assert_close(b.finite.W, a.finite.W, 1e-6, "W^fin after relabeling", p)
+    # ... and permuted in token space.
+    P = np.eye(p.K)[perm]  # P[t, perm[t]] = 1
+    for (x, y), name in zip(zip(_token_space(a), _token_space(b)), ("W^svm", "W^fin")):
+        assert_close(y, P.T @ x @ P, 1e-6, f"E {name} E^T after relabeling", p)
+
+
+@pytest.mark.theorem("Invariances")
+@given(problems, st.data())
+def test_duplicating_samples_keeps_graphs_and_svm(p, data):
+    idx = data.draw(st.lists(st.integers(0, p.n - 1), min_size=1, max_size=p.n), label="duplicated")
+    q = p.replace(sequences=list(p.sequences) + [p.sequences[i] for i in idx],
+                  labels=list(p.labels) + [p.labels[i] for i in idx])
+    a, b = analyze(p), analyze(q)
+    note_problem(p, a)
+    assert {k: g.edges for k, g in a.graphs.items()} == {k: g.edges for k, g in b.graphs.items()}
+    assert_close(b.svm.W, a.svm.W, 1e-6, "W^svm after duplicating samples", p)
+    assert b.space.dim == a.space.dim
+    # Duplicating every sample keeps the loss itself (up to the 1/n average), hence W^fin.
+    full = p.replace(sequences=list(p.sequences) * 2, labels=list(p.labels) * 2)
+    assert_close(analyze(full).finite.W, a.finite.W, 1e-6, "W^fin after duplicating all samples", p)
+
+
+@pytest.mark.theorem("Invariances")
+@given(problems, st.integers(0, 2**16))
+def test_rotating_embeddings_rotates_W(p, seed):
+    rng = np.random.default_rng(seed)
+    U, _ = np.linalg.qr(rng.normal(size=(p.d, p.d)))
+    q = p.rotate(U)
+    a, b = analyze(p), analyze(q)
+    note_problem(p, a)
+    assert_close(b.svm.W, U.T @ a.svm.W @ U, 1e-6, "W^svm of rotated embeddings vs U^T W^svm U", p)
+    assert_close(b.finite.W, U.T @ a.finite.W @ U, 1e-6, "W^fin of rotated embeddings vs U^T W^fin U", p)
+    W0 = rng.normal(size=(p.d, p.d))
+    ta = train(p, 300, 0.5, W0=W0, checkpoints=[300])
+    tb = train(q, 300, 0.5, W0=U.T @ W0 @ U, checkpoints=[300])
+    assert_close(tb.final.W, U.T @ ta.final.W @ U, 1e-8, "GD iterate of rotated problem vs U^T W(τ) U", p)
+
+
+@pytest.mark.theorem("Invariances")
+@given(problems, st.randoms(use_true_random=False))
+def test_shuffling_context_positions_changes_nothing(p, rnd):
+    def shuffled(s):
+        body = list(s[:-1])
+        rnd.shuffle(body)
+        return body + [s[-1]]
+
+    q = p.replace(sequences=[shuffled(s) for s in p.sequences])
+    a, b = analyze(p), analyze(q)
+    assert_close(b.svm.W, a.svm.W, 1e-8, "W^svm after shuffling positions", p)
+    ta = train(p, 200, 0.5, checkpoints=[200])
+    tb = train(q, 200, 0.5, checkpoints=[200])
+    assert_close(tb.final.W, ta.final.W, 1e-12, "GD iterate after shuffling positions", p)
