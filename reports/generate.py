@@ -177,6 +177,7 @@ def build_context(run: dict, run_dir: Path) -> dict:
             seen_relaxations[key] = row
             relaxations.append(row)
         t["falsifying"] = _falsifying_example(t.get("text") or "")
+        t["reason"] = _reason(t.get("text") or "") if t["failed"] else ""
         if t["failed"]:
             failures.append(t)
     # Failing tests' cards first, so they get the drawings when there are more cards than the budget.
@@ -194,6 +195,15 @@ def build_context(run: dict, run_dir: Path) -> dict:
         "rerun": run.get("rerun") or rerun_command(run), "max_cards": max_cards,
         "n_failed": sum(t["failed"] for t in tests), "run_dir": str(run_dir),
     }
+
+
+def _reason(text: str) -> str:
+    """The first line of the error pytest reports (its ``E`` lines), else the last line of the text."""
+    for line in text.splitlines():
+        if line.startswith("E ") and line[1:].strip():
+            return line[1:].strip()[:300]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
 
 
 _FALSIFYING_START = re.compile(r"^(E\s+)?(Falsifying (?:explicit )?example|Failing test case):")
