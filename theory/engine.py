@@ -102,7 +102,7 @@ class Packed:
 EXP_FLOOR = -708.0  # exp below this is subnormal (slow on x86) and < 1e-307: taken as 0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")  # numba-IR inlining: no 100-field array calls per step
 def _sample_softmax(A, ptr, ent_p, ent_logc, i, a):
     """Sample i's attention over its support into ``a`` with its own max shift: (top, sum, label-free)."""
     s0 = ptr[i]
@@ -125,7 +125,7 @@ def _sample_softmax(A, ptr, ent_p, ent_logc, i, a):
     return top, ssum
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")  # numba-IR inlining: no 100-field array calls per step
 def _pair_exps(A, ex, qmax, pq):
     """``ex_p = exp(A_p - max of A over p's query block)``; False when a score is not finite."""
     P = A.shape[0]
@@ -147,7 +147,7 @@ def _pair_exps(A, ex, qmax, pq):
     return True
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")  # numba-IR inlining: no 100-field array calls per step
 def _grad_logb(A, G, ex, R, qmax, ptr, w, ylab, sq, ent_p, ent_c, ent_logc, pq, want_loss, a):
     """-log u under Assumption 1 (see :func:`_gradient`); kept apart so the hot loop stays small."""
     P = A.shape[0]
@@ -198,7 +198,7 @@ def _grad_logb(A, G, ex, R, qmax, ptr, w, ylab, sq, ent_p, ent_c, ent_logc, pq, 
     return L, True
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")  # numba-IR inlining: no 100-field array calls per step
 def _gradient(A, G, ex, R, qmax, ptr, w, ylab, y, sq, ent_p, ent_tok, ent_c, ent_logc, ent_h, pq, HT,
               code, want_loss, a, g, pbuf):
     """G_P = dL/dA on P; returns (L if want_loss else 0, ok).  The formulas of theory.losses._per_sample.
