@@ -242,8 +242,12 @@ def curves_png(curves: dict) -> str | None:
         if name == "finite_error":
             ok &= y > 0
         ax.plot(t[ok], y[ok], lw=1.4, color="#1f77b4" if name == "correlation" else "#d62728")
-        ax.set_xscale("log")
-        if name == "finite_error":
+        if not ok.any():  # e.g. an acyclic problem: S_fin = {0}, the finite error is identically 0
+            ax.text(0.5, 0.5, "identically 0" if name == "finite_error" else "no data", ha="center",
+                    va="center", transform=ax.transAxes, fontsize=9, color="#666")
+        else:
+            ax.set_xscale("log")
+        if name == "finite_error" and ok.any():
             ax.set_yscale("log")
             ax.set_title(r"$\|\Pi_{S_{fin}} W(\tau) - W^{fin}\|$", fontsize=10)
         else:

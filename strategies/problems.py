@@ -73,8 +73,9 @@ def priority_structures(draw, K=st.integers(2, 12), shapes=st.sampled_from(SHAPE
     Every label reaches the query (edge ``y -> k``), so the query's block is the lowest of the label
     blocks; below it hang context-only singletons.
     """
-    K = draw(K, label="K")
     shape = draw(shapes, label="shape")
+    # A cycle and a ⇒ edge need three tokens; drawing K afterwards keeps "cyclic" honest.
+    K = max(draw(K, label="K"), 3 if shape == "cyclic" else 2)
     nq = draw(n_queries.map(lambda q: min(q, K)), label="n_queries")
     queries = draw(st.lists(st.integers(0, K - 1), min_size=nq, max_size=nq, unique=True), label="queries")
     out = []
