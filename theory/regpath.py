@@ -1,0 +1,313 @@
+"""The regularization path (THEORY.md, "Theorem 2"; Li et al. 2024, Algo-RP).
+
+    W̄_R = argmin_{||W||_F <= R} L(W).
+
+Reduction.  ``L`` depends on W only through the scores ``e_j^T W e_q`` of the tokens j present in
+samples whose query is q, i.e. through the Frobenius inner products with ``vec(e_j e_q^T)``.  Let ``B`` be
+an orthonormal basis of their span (the *effective subspace*) and ``W = Σ θ_r B_r``: any component of W
+outside that span leaves L unchanged and only spends norm, so the ball problem is the same problem in
+``θ`` with ``||θ||_2 <= R`` (and every minimizer of the original problem whose constraint binds lies in
+the span).  The certificate below is checked on the full d x d matrix, so it would catch a faulty reduction.
+
+Solvers.
+* ``log`` loss under Assumptions 1-2 (convex: ``l = logsumexp(s + log c) - s_y - log c_y``): a cvxpy
+  exponential-cone program solved by Clarabel (global).  Clarabel's answer is then *polished* by at
+  most :data:`POLISH_STEPS` Riemannian Newton steps on the sphere ``||θ|| = R`` (or damped Newton
+  inside the ball when the constraint is slack): at large R the loss is ``O(e^{-margin})`` and the
+  solver's absolute tolerances no longer resolve the direction of the gradient, which the KKT
+  certificate needs to 1e-6.  By convexity a certified KKT point is the global minimizer.
+  Clarabel's answer is used only when its status is ``optimal``.  Otherwise (``optimal_inaccurate``
+  happens at large R with ill-conditioned embeddings) it is discarded and the previous radius's
+  certified point, rescaled to the new sphere, is polished instead (SLSQP from ``-R g(0)/||g(0)||`` at
+  the first radius); ``certificate["clarabel_status"]`` and ``["solver"]`` say which happened, and the
+  acceptance test is the same certificate.
+* other losses (``ce``, ``square``, ``exp``, or ``log`` without the assumptions): scipy SLSQP in θ with
+  the analytic gradient, warm-started from the previous radius of the path, then the same polish.
+  This is a *local* answer (a KKT point near the warm start), certified the same way.
+
+Certificate (:func:`certify`, independent of the solver; uses :func:`theory.losses.loss_and_grad`):
+* feasibility ``||W||_F <= R (1 + FEAS_TOL)``;
+* KKT, one of
+  - boundary: ``||W|| >= R (1 - FEAS_TOL)``, ``μ = -<g, W>/R^2 >= 0`` and
+    ``||g + μ W|| <= KKT_TOL ||g|| + floor`` (the gradient points straight into the ball), where
+    ``floor = ROUNDING * eps * (Γ + β R)`` is the float64 resolution of the gradient: ``Γ = Σ_i w_i ||∇ℓ_i||``
+    (per-sample gradients cancel in the sum; each carries a relative rounding error ~eps) and ``β R``
+    (rounding W to eps·R moves g by at most β eps R, β = :func:`theory.losses.smoothness`).  At large R
+    ``||g||`` is ``O(e^{-margin})`` and this floor, not KKT_TOL, is what an exact answer attains.  The
+    floor may never exceed ``FLOOR_MAX ||g||``: a gradient at rounding level cannot be certified and
+    raises ("gradient at rounding level");
+  - interior: ``||g|| <= GRAD_TOL max(1, ||g(0)||)``.
+A failure raises :class:`theory.svm.SolverError` with a one-line message naming the problem, the
+radius and the failing quantity.  The tolerances are module constants and are never relaxed.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import cvxpy as cp
+import numpy as np
+from scipy.optimize import minimize
+
+from theory.finite import _Objective
+from theory.losses import TokenData, _per_sample, loss_and_grad, smoothness
+from theory.problem import Problem
+from theory.subspace import CyclicSubspace
+from theory.svm import SolverError
+
+FEAS_TOL = 1e-9  # relative slack allowed on ||W|| <= R
+KKT_TOL = 1e-6  # relative residual ||g + μW|| / ||g|| on the boundary
+GRAD_TOL = 1e-9  # interior stationarity, relative to max(1, ||grad L(0)||)
+ROUNDING = 16  # safety factor on the float64 rounding floor of the gradient
+FLOOR_MAX = 1e-3  # the rounding floor may be at most this fraction of ||g||
+POLISH_STEPS = 30
+RANK_TOL = 1e-10
+
+
+@dataclass(frozen=True)
+class RegPathSolution:
+    R: float
+    W: np.ndarray
+    loss: float
+    certificate: dict  # norm, mu, residuals, branch ("boundary"/"interior"), solver, polish steps
+
+    @property
+    def norm(self) -> float:
+        return float(np.linalg.norm(self.W))
+
+
+def effective_basis(problem: Problem) -> CyclicSubspace:
+    """Orthonormal basis (Frobenius) of span{e_j e_q^T : token j occurs in a sample with query q}."""
+    d, E = problem.d, problem.E
+    gens = [np.outer(E[j], E[q]).ravel() for i, q in enumerate(problem.queries)
+            for j in np.flatnonzero(problem.counts[i])]
+    gens = np.unique(np.array(gens), axis=0)
+    U, s, _ = np.linalg.svd(gens.T, full_matrices=False)
+    r = int((s > RANK_TOL * max(1.0, s[0])).sum())
+    return CyclicSubspace(U[:, :r].T.reshape(r, d, d))
+
+
+def convex_case(problem: Problem) -> bool:
+    """``log`` loss with Assumptions 1-2: the ERM loss is convex and the cvxpy program applies."""
+    a = problem.assumptions()
+    return problem.loss == "log" and a["head_biorthogonal"] and a["labels_in_sequences"]
+
+
+# ------------------------------------------------------------------------------------------------
+# Certificate
+# ------------------------------------------------------------------------------------------------
+def rounding_floor(W: np.ndarray, problem: Problem, R: float, data: TokenData) -> float:
+    """``ROUNDING * eps * (Γ + β R)``: how well float64 resolves grad L at W (see the module docstring).
+    β falls back to 0 when :func:`smoothness` has no bound (log loss with a head that can zero u)."""
+    E = problem.E
+    _, ds = _per_sample(E @ W @ E.T, data)
+    gamma = float(np.sum(data.weights * np.linalg.norm(ds @ E, axis=1) * np.linalg.norm(E[data.queries], axis=1)))
+    try:
+        beta = smoothness(problem)
+    except ValueError:
+        beta = 0.0
+    return ROUNDING * np.finfo(float).eps * (gamma + beta * R)
+
+
+def certify(W: np.ndarray, problem: Problem, R: float, name: str = "problem", data: TokenData | None = None,
+            g0_norm: float | None = None) -> dict:
+    """First-order KKT certificate of ``W`` for ``min L s.t. ||W||_F <= R`` (tolerances: module docstring)."""
+    data = data or TokenData.from_problem(problem)
+    L, g = loss_and_grad(W, problem, data)
+    if g0_norm is None:
+        g0_norm = float(np.linalg.norm(loss_and_grad(np.zeros_like(W), problem, data)[1]))
+    nW, ng = float(np.linalg.norm(W)), float(np.linalg.norm(g))
+    mu = -float(np.sum(g * W)) / R**2
+    resid = float(np.linalg.norm(g + mu * W))
+    floor = rounding_floor(W, problem, R, data)
+    cert = {"R": R, "norm": nW, "loss": L, "grad_norm": ng, "mu": mu, "kkt_residual": resid,
+            "relative_kkt_residual": resid / ng if ng > 0 else 0.0, "rounding_floor": floor}
+    head = f"regularization path of {name} at R={R:.6g}: certificate failed:"
+    if not (np.isfinite(L) and np.isfinite(ng)):
+        raise SolverError(f"{head} non-finite loss {L} or gradient norm {ng}")
+    if nW > R * (1 + FEAS_TOL):
+        raise SolverError(f"{head} infeasible, ||W||={nW:.12g} > R (relative tol {FEAS_TOL:g})")
+    if ng <= GRAD_TOL * max(1.0, g0_norm):
+        cert["branch"] = "interior"
+        return cert
+    if nW < R * (1 - FEAS_TOL):
+        raise SolverError(f"{head} interior point (||W||={nW:.6g}) with gradient norm {ng:.2e} > "
+                          f"{GRAD_TOL:g} max(1, ||g(0)||={g0_norm:.2e})")
+    if mu < 0:
+        raise SolverError(f"{head} negative multiplier mu={mu:.2e} (the loss decreases inward)")
+    if floor > FLOOR_MAX * ng:
+        raise SolverError(f"{head} gradient at rounding level (||g||={ng:.2e}, float64 floor {floor:.1e})")
+    if resid > KKT_TOL * ng + floor:
+        raise SolverError(f"{head} relative KKT residual ||g + mu W||/||g|| = {resid / ng:.2e} > {KKT_TOL:g} "
+                          f"(+ rounding floor {floor / ng:.1e})")
+    cert["branch"] = "boundary"
+    return cert
+
+
+# ------------------------------------------------------------------------------------------------
+# Solvers in the effective coordinates θ
+# ------------------------------------------------------------------------------------------------
+class _Cvx:
+    """The convex program, compiled once with R as a parameter (DPP), solved by Clarabel."""
+
+    def __init__(self, problem: Problem, basis: CyclicSubspace, data: TokenData):
+        E = problem.E
+        self.theta = cp.Variable(basis.dim)
+        self.R = cp.Parameter(nonneg=True)
+        terms = []
+        for c, q, y, w in zip(data.counts, data.queries, data.labels, data.weights):
+            idx = np.flatnonzero(c)
+            # Score of token j under query q as a linear map of θ: e_j^T B_r e_q.
+            M = np.einsum("ja,rab,b->jr", E[idx], basis.basis, E[q])
+            s = M @ self.theta + np.log(c[idx])
+            yi = int(np.flatnonzero(idx == y)[0])
+            terms.append(w * (cp.log_sum_exp(s) - s[yi]))
+        self.prob = cp.Problem(cp.Minimize(cp.sum(cp.hstack(terms))), [cp.norm(self.theta, 2) <= self.R])
+
+    def solve(self, R: float, name: str, raise_on_inaccurate: bool = True):
+        """(θ, status); θ is None when the status is not optimal and ``raise_on_inaccurate`` is False."""
+        self.R.value = R
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # the status below says the same
+                self.prob.solve(solver=cp.CLARABEL)
+        except cp.SolverError as exc:
+            if raise_on_inaccurate:
+                raise SolverError(f"regularization path of {name} at R={R:.6g}: Clarabel failed ({exc})") from None
+            return None, "solver_error"
+        if self.prob.status != cp.OPTIMAL:
+            if raise_on_inaccurate:
+                raise SolverError(f"regularization path of {name} at R={R:.6g}: Clarabel status "
+                                  f"{self.prob.status!r}, not optimal")
+            return None, self.prob.status
+        return np.asarray(self.theta.value, dtype=float), self.prob.status
+
+
+def _slsqp(f: _Objective, theta0: np.ndarray, R: float) -> np.ndarray:
+    """Local minimizer of L(θ) on ||θ||^2 <= R^2 from ``theta0`` (analytic gradient)."""
+    res = minimize(lambda th: f(th), theta0, jac=True, method="SLSQP",
+                   constraints=[{"type": "ineq", "fun": lambda th: R**2 - th @ th, "jac": lambda th: -2 * th}],
+                   options={"maxiter": 500, "ftol": 1e-14})
+    th = np.asarray(res.x, dtype=float)
+    n = np.linalg.norm(th)
+    return th * (R / n) if n > R else th
+
+
+def _descent_start(f: _Objective, R: float) -> np.ndarray:
+    """``-R g(0)/||g(0)||``: a nonzero start (at 0 the constraint's gradient vanishes, which SLSQP dislikes)."""
+    _, g = f(np.zeros(f.T.shape[0]))
+    n = np.linalg.norm(g)
+    return -g * (R / n) if n > 0 else np.zeros_like(g)
+
+
+def _tangent_solve(Hm: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Newton direction ``-Hm^+ g`` with curvature floored (positive definite; tiny eigenvalues cut)."""
+    lam, U = np.linalg.eigh((Hm + Hm.T) / 2)
+    top = max(float(np.abs(lam).max(initial=0.0)), 1e-300)
+    lam = np.maximum(np.abs(lam), 1e-13 * top)  # |λ|: a descent direction even off convexity
+    return -U @ ((U.T @ g) / lam)
+
+
+def _polish(f: _Objective, theta: np.ndarray, R: float, steps: int = POLISH_STEPS) -> tuple[np.ndarray, int]:
+    """At most ``steps`` Newton steps from ``theta`` (Clarabel's or SLSQP's answer).
+
+    Boundary mode (``||θ|| = R``): Riemannian Newton on the sphere, Hessian ``P (H + μI) P`` on the
+    tangent space, retraction ``θ -> Rθ/||θ||``, merit = Riemannian gradient ``||g + μθ||``.  Interior
+    mode (a Newton step that stays in the ball): damped Newton on ``||g||``.  A step (halved up to 30
+    times) is taken when it lowers the merit or the loss; the loop stops at 1% of the certificate's
+    tolerance or when no step helps -- the certificate, not this loop, decides.  Returns (θ, steps used).
+    """
+    boundary = np.linalg.norm(theta) >= R * (1 - 1e-6)
+    L, g = f(theta)
+
+    def merit(th, gg):
+        if not boundary:
+            return float(np.linalg.norm(gg))
+        return float(np.linalg.norm(gg - (gg @ th) * th / R**2))
+
+    if boundary:
+        theta = theta * (R / np.linalg.norm(theta))
+        L, g = f(theta)
+    for it in range(steps):
+        m = merit(theta, g)
+        if m <= 1e-2 * (KKT_TOL * np.linalg.norm(g) if boundary else GRAD_TOL):
+            return theta, it
+        if not boundary:
+            v = _tangent_solve(f.hessian(theta), g)
+            if np.linalg.norm(theta + v) > R:  # the unconstrained step leaves the ball: the constraint binds
+                boundary = True
+                theta = theta * (R / np.linalg.norm(theta)) if np.linalg.norm(theta) > 0 else v * (R / np.linalg.norm(v))
+                L, g = f(theta)
+                continue
+        else:
+            mu = -(g @ theta) / R**2
+            Q = np.linalg.svd(theta[:, None], full_matrices=True)[0][:, 1:]  # tangent basis
+            Hm = Q.T @ (f.hessian(theta) + mu * np.eye(len(theta))) @ Q
+            v = Q @ _tangent_solve(Hm, Q.T @ g)
+        t = 1.0
+        for _ in range(30):
+            cand = theta + t * v
+            if boundary:
+                cand = cand * (R / np.linalg.norm(cand))
+            L_new, g_new = f(cand)
+            if np.isfinite(L_new) and (merit(cand, g_new) < m or L_new < L - 1e-15 * abs(L)):
+                break
+            t /= 2
+        else:
+            return theta, it
+        theta, L, g = cand, L_new, g_new
+    return theta, steps
+
+
+def regularization_path(problem: Problem, radii, name: str = "problem") -> list[RegPathSolution]:
+    """Certified ``W̄_R`` for each R in ``radii`` (sorted increasing; warm-started along the path)."""
+    radii = sorted(float(R) for R in radii)
+    if any(R <= 0 for R in radii):
+        raise ValueError("radii must be positive")
+    data = TokenData.from_problem(problem)
+    basis = effective_basis(problem)
+    f = _Objective(problem, basis, data)
+    d = problem.d
+    g0 = float(np.linalg.norm(loss_and_grad(np.zeros((d, d)), problem, data)[1]))
+    convex = convex_case(problem)
+    cvx = _Cvx(problem, basis, data) if convex else None
+    theta, prev_R = np.zeros(basis.dim), None
+    out = []
+    for R in radii:
+        starts, note = [], {}
+        if prev_R is not None and theta.any():
+            starts.append(theta * (R / prev_R) if np.linalg.norm(theta) >= prev_R * (1 - 1e-6) else theta)
+        if convex:
+            th, status = cvx.solve(R, name, raise_on_inaccurate=False)
+            note["clarabel_status"] = status
+            if th is not None:
+                starts.insert(0, th)
+            elif not starts:  # first radius and Clarabel not optimal: a local start, judged by the certificate
+                starts.append(_slsqp(f, _descent_start(f, R), R))
+        else:
+            if not starts:
+                starts.append(_descent_start(f, R))
+            starts = [_slsqp(f, starts[0], R)]
+        # Polish every start; keep the first one that certifies (Clarabel's answer first).
+        failures = []
+        for i, th in enumerate(starts):
+            th, used = _polish(f, th, R)
+            W = basis.compose(th)
+            try:
+                cert = certify(W, problem, R, name, data, g0)
+            except SolverError as exc:
+                failures.append(str(exc))
+                continue
+            solver = ("clarabel" if i == 0 and convex and note["clarabel_status"] == cp.OPTIMAL else
+                      "newton continuation from the previous radius" if convex else "slsqp (local)")
+            cert.update(solver=solver, polish_steps=used, **note)
+            break
+        else:
+            raise SolverError(failures[0])
+        theta, prev_R = th, R
+        out.append(RegPathSolution(R, W, cert["loss"], cert))
+    return out
+
+
+def regularized_solution(problem: Problem, R: float, name: str = "problem") -> RegPathSolution:
+    return regularization_path(problem, [R], name)[0]
