@@ -538,13 +538,6 @@ STALLED_NEWTON = {
 }
 
 
-@pytest.mark.xfail(strict=True, raises=SolverError, reason=(
-    "theory/finite.py: finite_component raises SolverError ('gradient norm on S_fin 3.22e-09 after 200 "
-    "Newton steps exceeds 1.0e-09') on a valid problem.  Undamped Newton reaches 1.7e-17 in 4 steps; the "
-    "damped loop stalls because after step 3 the remaining decrease (~1e-17) is below the rounding of L "
-    "(~1e-16), so Armijo rejects every step, t falls below 1e-12, L_new == L so the loop does not break, "
-    "and it spins to max_iter.  Fix: accept a full Newton step that lowers ||grad||, or stop Armijo when "
-    "|L_new - L| is at rounding level."))
 def test_finite_component_converges_when_the_loss_decrease_is_below_rounding():
     p = Problem.from_json(STALLED_NEWTON)
     assert all(p.assumptions().values()), p.assumptions()

@@ -88,9 +88,14 @@ def _record(p, an, radii):
 # ------------------------------------------------------------------------------------------------
 # Theorem 2
 # ------------------------------------------------------------------------------------------------
+
+# Ill-conditioned embeddings push the radii to 1e4-1e5, where the gradient (~1e-8) sits at float64
+# rounding level and no certificate can be met; kappa <= 10 keeps every radius certifiable.
+REGPATH_CONDITION = 10.0
+
 @pytest.mark.theorem("Theorem 2")
 @settings(deadline=None)
-@given(dp=drawn_problems(structures=NONZERO_SVM))
+@given(dp=drawn_problems(structures=NONZERO_SVM, max_condition=REGPATH_CONDITION))
 def test_theorem2_regularization_path_converges(dp):
     """Along R_t (t = 1..16), W̄_R/R -> Ŵ^svm at rate ~1/R and Π_{S_fin} W̄_R -> W^fin (Theorem 2)."""
     p = dp.problem
@@ -143,7 +148,7 @@ def duplicated_sample_fins(p, an):
 
 @pytest.mark.theorem("Theorem 2")
 @settings(deadline=None)
-@given(dp=drawn_problems(structures=NONZERO_SVM))
+@given(dp=drawn_problems(structures=NONZERO_SVM, max_condition=REGPATH_CONDITION))
 def test_theorem2_criterion_rejects_planted_targets(dp):
     """Calibration: the Theorem 2 criterion fails against a wrong W^svm or a wrong W^fin (planted)."""
     p = dp.problem
@@ -207,7 +212,7 @@ def test_small_radius_matches_direct_minimization(dp, scale):
 
 
 @settings(deadline=None, max_examples=8)
-@given(dp=drawn_problems(structures=NONZERO_SVM), t=st.sampled_from([1.0, 4.0, 16.0]),
+@given(dp=drawn_problems(structures=NONZERO_SVM, max_condition=REGPATH_CONDITION), t=st.sampled_from([1.0, 4.0, 16.0]),
        angle=st.floats(1e-3, 0.5), seed=st.integers(0, 2**31 - 1))
 def test_certificate_rejects_perturbed_answer(dp, t, angle, seed):
     """A certified W̄_R rotated on the sphere by a small angle (still feasible) fails the KKT certificate."""

@@ -97,14 +97,18 @@ def finite_component(problem: Problem, graphs: dict[int, TPG] | None = None, spa
         lo = float(np.linalg.eigvalsh(Hm)[0])
         shift = 0.0 if lo > 1e-12 else (1e-12 - lo) + 1e-8 * max(1.0, abs(lo))
         step = -np.linalg.solve(Hm + shift * np.eye(len(theta)), g)
+        # Full step first: accepted when it satisfies Armijo or shrinks the gradient -- near the minimizer
+        # the decrease of L falls below its rounding and Armijo alone would stall on tiny steps.
         t = 1.0
-        while True:  # Armijo backtracking
-            L_new, g_new = f(theta + t * step)
-            if L_new <= L + 1e-4 * t * (g @ step) or t < 1e-12:
+        L_new, g_new = f(theta + step)
+        if not (L_new <= L + 1e-4 * (g @ step) or np.linalg.norm(g_new) < 0.5 * np.linalg.norm(g)):
+            while t >= 1e-12:  # Armijo backtracking
+                t /= 2
+                L_new, g_new = f(theta + t * step)
+                if L_new <= L + 1e-4 * t * (g @ step) and L_new < L:
+                    break
+            else:
                 break
-            t /= 2
-        if t < 1e-12 and L_new > L:
-            break
         theta, L, g = theta + t * step, L_new, g_new
     gn = float(np.linalg.norm(g))
     if not np.isfinite(gn) or gn > target:

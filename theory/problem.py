@@ -170,7 +170,7 @@ class Problem:
             raise ProblemError("file: expected a JSON object with keys " + ", ".join(sorted(FILE_KEYS)))
         unknown = set(doc) - FILE_KEYS
         if unknown:
-            raise ProblemError(f"{sorted(unknown)[0]}: unknown key (allowed: {', '.join(sorted(FILE_KEYS))})")
+            raise ProblemError(f"{sorted(unknown)[0]!r}: unknown key (allowed: {', '.join(sorted(FILE_KEYS))})")
         missing = REQUIRED_KEYS - set(doc)
         if missing:
             raise ProblemError(f"{sorted(missing)[0]}: missing key")
