@@ -247,8 +247,9 @@ def curves_png(curves: dict) -> str | None:
                     va="center", transform=ax.transAxes, fontsize=9, color="#666")
         else:
             ax.set_xscale("log")
-        if name == "finite_error" and ok.any():
-            ax.set_yscale("log")
+        if name == "finite_error":
+            if ok.any():
+                ax.set_yscale("log")
             ax.set_title(r"$\|\Pi_{S_{fin}} W(\tau) - W^{fin}\|$", fontsize=10)
         else:
             ax.set_title(r"corr$(W(\tau), W^{svm})$", fontsize=10)

@@ -76,8 +76,11 @@ def _per_sample(A: np.ndarray, data: TokenData):
         top = logits.max(axis=1)
         lse = top + np.log(np.exp(logits - top[:, None]).sum(axis=1))
         ell = lse - logits[m, y]
+        # a_y - 1 as minus the mass on the other tokens: a_y rounds to 1 late in training, and the
+        # difference would then keep no significant digits.
         ds = a.copy()
-        ds[m, y] -= 1.0
+        ds[m, y] = 0.0
+        ds[m, y] = -ds.sum(axis=1)
         return ell, ds
     if data.loss == "ce":
         z = a @ data.H.T  # head logits H a
