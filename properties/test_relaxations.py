@@ -13,7 +13,7 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, find, settings
+from hypothesis import find, settings
 from hypothesis.errors import NoSuchExample
 
 from reports.record import record_counterexample, record_relaxation, report_dir
@@ -49,8 +49,7 @@ EXPECTED = {
 }
 
 BUDGET = 30  # examples generated per search (the control gets the same)
-SEARCH = settings(database=None, derandomize=True, max_examples=BUDGET, deadline=None,
-                  suppress_health_check=[HealthCheck.too_slow])
+SEARCH = settings(database=None, derandomize=True, max_examples=BUDGET, deadline=None)
 ALL_SHAPES = ("acyclic", "cyclic", "mixed")
 # The step relaxation is searched among cyclic problems: the claim is that GD stops tracking W^fin,
 # which needs S_fin != {0} (on acyclic ones a huge step merely saturates the softmax in floating point).

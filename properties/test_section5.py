@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, find, given, settings
+from hypothesis import event, find, given, settings
 
 from properties.helpers import describe, note_problem
 from reports.record import record_metrics
@@ -70,7 +70,7 @@ def test_true_tpg_fails_where_the_pseudo_tpg_holds():
                 and r["corr_pseudo"] >= CORR_MIN and r["inc_true"] < INC_MIN)
 
     case = find(relaxed_cases("head"), gap, settings=settings(database=None, derandomize=True, max_examples=20,
-                                                              deadline=None, suppress_health_check=[HealthCheck.too_slow]))
+                                                              deadline=None))
     r = local_run(case)
     record_metrics(corr_true=r["corr_true"], corr_pseudo=r["corr_pseudo"], inc_true=r["inc_true"],
                    inc_pseudo=r["inc_pseudo"])
