@@ -208,7 +208,9 @@ def textbook_gd(problem: Problem, W0, eta, steps, normalized):
         step = eta
         if normalized:
             gn = np.linalg.norm(grad)
-            step = eta / gn if gn > 0 else 0.0
+            # A stationary point computed position by position leaves ~1e-17 of rounding, which the
+            # normalization would blow up to a full step; token space gets the exact 0 there.
+            step = eta / gn if gn > 1e-12 else 0.0
         W = W - step * grad
     return W
 

@@ -44,9 +44,9 @@ FEW = max(2, settings.default.max_examples // 3)
 RTOL, ATOL = 1e-6, 1e-8
 IDENTITY_TOL = 1e-6
 ENT_MARGIN = 1e-3
-# after the snap, dz/dln t may wobble up a little (measured up to 1.14x) but not grow like t: the planted
-# no-deceleration dynamics (undo_decay_after = 3 t0) reaches 1.36x over the same window.
-LATE_RATIO = 1.25
+# after the snap dz/dt ~ t^-p: p = 1 is logarithmic growth.  Measured on 40 random layouts: p in
+# [0.90, 1.25]; a linear continuation gives p = 0, a bounded one p = 2 (calibration test below).
+LATE_EXPONENT = (0.7, 1.6)
 SNAP_FEW = max(2, settings.default.max_examples // 6)
 
 
@@ -216,36 +216,53 @@ def test_theorem3_scan_criterion_fails_with_an_initial_prior():
 
 
 def snap_profile(tr, n=0):
-    """``(t_snap, rising, late_ratio, late_growth)`` for class ``n``'s dominant distinct token."""
+    """``(t_snap, rising, late_exponent, late_growth)`` for class ``n``'s dominant distinct token."""
     cl = tr.classes
     star = cl.distinct_tokens(n)[-1]
-    t, z = tr.t[1:], tr.z(n, star)[1:]
-    s = np.gradient(z, np.log(t))                # dz / d ln t
-    zdot = s / t
+    return snap_profile_of(tr.t[1:], tr.z(n, star)[1:])
+
+
+def snap_profile_of(t, z):
+    """The snap statistics of a logit trajectory ``z(t)``:
+
+    * ``t_snap``: where the speed ``dz/dt`` peaks;
+    * ``rising``: the speed at least doubled over the decade before the peak (the fast phase);
+    * ``late_exponent``: ``p`` in ``dz/dt ~ t^{-p}`` fitted on ``t >= 10 t_snap`` -- logarithmic growth
+      ``z ≈ a + b ln t`` has ``p = 1``, linear growth ``p = 0``, a bounded approach ``z∞ - c/t`` ``p = 2``;
+    * ``late_growth``: how much z still grew over that window.
+    """
+    zdot = np.gradient(z, t)
     i = int(np.argmax(zdot))
     t_snap = float(t[i])
-    # fast phase: the speed at least doubles over the decade before the peak (z ~ t^2 gives 10x)
     rising = bool(np.interp(np.log(t_snap / 10), np.log(t), zdot) <= zdot[i] / 2)
     late = t >= 10 * t_snap
     if late.sum() < 3:
-        return t_snap, rising, np.inf, 0.0
+        return t_snap, rising, np.nan, 0.0
     j = int(np.flatnonzero(late)[0])
-    late_ratio = float(s[j:].max() / s[j]) if s[j] > 0 else np.inf
-    return t_snap, rising, late_ratio, float(z[-1] - z[j])
+    if np.any(zdot[late] <= 0):
+        return t_snap, rising, np.inf, float(z[-1] - z[j])
+    p = -np.polyfit(np.log(t[late]), np.log(zdot[late]), 1)[0]
+    return t_snap, rising, float(p), float(z[-1] - z[j])
 
 
-def snap_violations(tr, t0) -> list[str]:
-    t_snap, rising, late_ratio, late_growth = snap_profile(tr)
+def snap_violations_of(t, z, t0) -> list[str]:
+    t_snap, rising, p, late_growth = snap_profile_of(t, z)
     out = []
-    if not (t0 / 4 <= t_snap <= 4 * t0) or t_snap >= tr.t[-1] / 10:
+    if not (t0 / 4 <= t_snap <= 4 * t0) or t_snap >= t[-1] / 10:
         out.append(f"speed peak t_snap={t_snap:.3g} not within [t0/4, 4 t0] = [{t0 / 4:.3g}, {4 * t0:.3g}]")
     if not rising:
         out.append("dz/dt did not at least double over the decade before t_snap")
-    if late_ratio > LATE_RATIO:
-        out.append(f"after the snap dz/dln t grew {late_ratio:.3g}x (more than logarithmic growth)")
+    if not LATE_EXPONENT[0] <= p <= LATE_EXPONENT[1]:
+        out.append(f"after the snap dz/dt ~ t^-{p:.3g}: not logarithmic growth (exponent outside "
+                   f"[{LATE_EXPONENT[0]}, {LATE_EXPONENT[1]}])")
     if late_growth <= 1e-6:
         out.append(f"z stopped growing after the snap ({late_growth:.3g})")
     return out
+
+
+def snap_violations(tr, t0, n=0) -> list[str]:
+    star = tr.classes.distinct_tokens(n)[-1]
+    return snap_violations_of(tr.t[1:], tr.z(n, star)[1:], t0)
 
 
 def _snap_times(t0):
@@ -264,20 +281,29 @@ def test_theorem4_fast_then_logarithmic(classes, eta_y):
     t0 = snap_time_estimate(classes, eta_y)
     record_inputs(M=classes.M, classes=classes.K, t0=t0)
     tr = integrate(classes, 300 * t0, eta_y=eta_y, eta_z=1.0, decoder="tied", t_eval=_snap_times(t0))
-    t_snap, _, late_ratio, _ = snap_profile(tr)
-    record_metrics(t_snap_over_t0=t_snap / t0, late_slope_ratio=late_ratio)
+    t_snap, _, late_exponent, _ = snap_profile(tr)
+    record_metrics(t_snap_over_t0=t_snap / t0, late_exponent=late_exponent)
     bad = snap_violations(tr, t0)
     assert not bad, "; ".join(bad)
 
 
-def test_theorem4_snap_criterion_fails_without_deceleration():
-    """Calibration: undo the 1/t decay of the speed-control coefficient after t0 (planted perturbation)."""
+def test_theorem4_snap_criterion_fails_without_log_slowdown():
+    """Calibration on the real trajectory of a paper layout: the same z(t) up to the snap, continued
+    (a) linearly at the peak speed (no slow-down: exponent 0) or (b) as a bounded approach
+    ``z∞ - c/t`` (the logit converges: exponent 2), is rejected; the real one passes."""
     cl = syn_layout(1, 2, 3, 5)
     t0 = snap_time_estimate(cl, 1.0)
-    tr = integrate(cl, 300 * t0, eta_y=1.0, eta_z=1.0, decoder="tied", t_eval=_snap_times(t0),
-                   undo_decay_after=3 * t0)
-    bad = snap_violations(tr, t0)
-    assert any("more than logarithmic" in v for v in bad), bad
+    tr = integrate(cl, 300 * t0, eta_y=1.0, eta_z=1.0, decoder="tied", t_eval=_snap_times(t0))
+    t, z = tr.t[1:], tr.z(0, cl.distinct_tokens(0)[-1])[1:]
+    assert not snap_violations_of(t, z, t0)
+    t_snap = snap_profile_of(t, z)[0]
+    k = int(np.searchsorted(t, 2 * t_snap))
+    speed = float(np.gradient(z, t)[k])
+    linear = np.where(t <= t[k], z, z[k] + speed * (t - t[k]))
+    bounded = np.where(t <= t[k], z, z[k] + speed * t[k] * (1 - t[k] / t))
+    for name, zz in (("linear", linear), ("bounded", bounded)):
+        bad = snap_violations_of(t, zz, t0)
+        assert any("not logarithmic" in v for v in bad), f"{name} continuation accepted: {bad}"
 
 
 def _entropy(cl, eta_y, eta_z, t_end, decoder="tied"):

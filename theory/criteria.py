@@ -18,21 +18,26 @@ reach ``τ >= 10⁴ τ₀`` so that all three lie in the asymptotic regime):
 1. *log growth* -- the ``Ŵ`` coefficient gains ``g₁ = c(τ) - c(τ/10) > 0`` in the last decade and
    ``g₁/g₀ ∈ [GROWTH_LO, GROWTH_HI]`` (``g₀`` the previous decade's gain): a constant gain per decade.
    A finite minimizer has ``g₁/g₀ -> 0``; polynomial growth has ``g₁/g₀ ≈ 10^p``.
-2. *incremental direction* -- ``corr(W(τ) - W(τ/10), W^svm) >= DIRECTION_MIN``.  The bounded part cancels
-   in the difference, so this converges much faster than the raw correlation: its gap is
-   ``(Δρ/Δc)²/2``, which the sublogarithmic ``ρ`` makes small, while a wrong limit direction at angle θ keeps
-   it at ``cos θ``.  The raw correlation must also not fall over the last decade.
+2. *incremental direction* -- the angle θ between ``W(τ) - W(τ/10)`` and ``W^svm``.  The bounded part
+   cancels in the difference, so this converges much faster than the raw correlation, but not fast:
+   ``tan θ = Δρ/Δc``, and when some ``⇒`` constraints are inactive in ``W^svm`` the residual ρ still drifts
+   like ``log log τ`` (as for logistic regression), so ``tan θ ~ A / ln(τ/τ₀)``.  The criterion is
+   ``tan θ · ln(τ/τ₀) <= DIRECTION_RATE``; a wrong limit direction keeps ``tan θ`` constant, so the product
+   grows with the budget.  The raw correlation must also not fall over the last decade.
 3. *finite part* -- ``||Π_{S_fin} W(τ) - W^fin|| <= FINITE_MAX · max(1, ||W^fin||)`` and it shrank by at least
    ``FINITE_DECAY`` over the last decade (the attention leak outside the top SCC is ``~1/τ``, and L̃ is strongly
    convex on S_fin), unless already below ``FINITE_FLOOR``.
 4. *hard retrieval* -- every sample's top SCC holds at least ``MASS_MIN`` of its attention, and the leak
    ``1 - mass`` shrank over the last decade.
 
-Calibration (measured by ``properties/test_theorem1.py`` and the relaxation suite): on valid problems with
-``τ = max(2·10⁴, 10⁴ τ₀)`` steps the incremental correlation was >= 0.998, ``g₁/g₀`` in [0.97, 1.03],
-the finite error fell ~10x per decade and ended <= 2e-3, the mass >= 0.9997; planted violations (square
-loss on a cyclic problem, tied head with ``ce``, a step 50x the safe bound) gave incremental correlations
-0.3-0.98, finite errors 0.1-40 that did not shrink, or a stalled coefficient.
+Calibration (``properties/test_theorem1.py``, the relaxation suite, and 300 random + 2400 derandomized
+stress examples): on valid problems the incremental correlation was >= 0.986 and ``tan θ · ln(τ/τ₀)`` at
+most 1.67 (median 0.03), ``g₁/g₀`` in [0.97, 1.06], the finite error fell ~10x per decade and ended
+<= 2e-3, the mass >= 0.9997.  Planted violations: a target 35° off (the budget resolves ~15-20° at
+worst, since the direction converges like 1/log τ), a W^fin moved by 0.2, a frozen last decade, and
+each relaxation (square loss on a cycle, tied head with ``ce``, a step 50x the safe bound, an absent
+label) fail, with incremental correlations 0.0-0.98, finite errors 0.06-40 that did not shrink, or a
+stalled coefficient.
 """
 from __future__ import annotations
 
@@ -41,7 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 GROWTH_LO, GROWTH_HI = 0.8, 1.25
-DIRECTION_MIN = 0.99
+DIRECTION_RATE = 3.0
 FINITE_MAX = 0.05
 FINITE_DECAY = 0.5
 FINITE_FLOOR = 1e-6
@@ -122,8 +127,13 @@ def theorem1(traj, analysis) -> Verdict:
     if not (g1 > 0 and GROWTH_LO <= ratio <= GROWTH_HI):
         fails.append(f"coefficient along W^svm is not growing logarithmically (gain {g1:.3g} in the last decade, "
                      f"ratio to the previous decade {ratio:.3g} not in [{GROWTH_LO}, {GROWTH_HI}])")
-    if inc < DIRECTION_MIN:
-        fails.append(f"incremental direction corr(W(τ)-W(τ/10), W^svm) = {inc:.4f} < {DIRECTION_MIN}")
+    tau0 = time_unit(sn, traj.eta, adverse_gap(analysis, traj.checkpoints[0].W))
+    log_time = float(np.log(max(end.step / tau0, np.e)))
+    tan = float(np.sqrt(max(0.0, 1.0 / inc**2 - 1.0))) if inc > 0 else float("inf")
+    m["direction_rate"] = tan * log_time
+    if tan * log_time > DIRECTION_RATE:
+        fails.append(f"incremental direction corr(W(τ)-W(τ/10), W^svm) = {inc:.4f}: its tangent {tan:.3g} "
+                     f"x ln(τ/τ₀) = {tan * log_time:.3g} > {DIRECTION_RATE}")
     if corr(end) < corr(mid) - 1e-9:
         fails.append(f"correlation fell over the last decade ({corr(mid):.4f} -> {corr(end):.4f})")
     fin_scale = max(1.0, float(np.linalg.norm(Wfin)))
