@@ -114,8 +114,9 @@ def test_criterion_rejects_a_wrong_target(data):
 @pytest.mark.theorem("Theorem 1")
 @given(data=st.data())
 def test_criterion_rejects_a_stalled_run(data):
-    """Calibration of the rate-aware growth check: the same trajectory with its last decade frozen
-    (W(τ) held at W(τ/10), as a finite minimizer would be) is not accepted."""
+    """Calibration of the rate-aware growth checks: the same trajectory with its last decade frozen
+    (W(τ) held at W(τ/10), as a finite minimizer would be) is not accepted by Theorem 1's criterion, and
+    the unfrozen one (log growth) is not accepted by the W^svm = 0 criterion."""
     from dataclasses import replace
 
     p = data.draw(theorem_problems, label="problem").problem
@@ -125,3 +126,6 @@ def test_criterion_rejects_a_stalled_run(data):
     frozen[-1] = replace(mid, step=traj.final.step)
     v = criteria.theorem1(replace(traj, checkpoints=frozen), an)
     assert not v.passed, f"criterion accepted a run whose W stopped moving: {v}\nproblem file: {describe(p)}"
+    # And the converse: the W^svm = 0 criterion rejects this logarithmically growing run.
+    v = criteria.finite_convergence(traj)
+    assert not v.passed, f"finite-convergence criterion accepted a log-growing run: {v}\nproblem file: {describe(p)}"
