@@ -79,6 +79,13 @@ def _train(args) -> dict:
         raise ProblemError(f"--step-size: expected a positive number, got {args.step_size}")
     W0 = _load_matrix(args.init, problem.d) if args.init else None
     an = analyze(problem, name=args.file, loss=problem.loss)
+    if args.engine != "numpy":  # "seconds" is training time, not the one-off load of the compiled kernels
+        try:
+            from theory.engine import warm_up
+        except ImportError:
+            pass
+        else:
+            warm_up()
     tr = train(problem, args.steps, args.step_size, normalized=args.normalized, W0=W0, analysis=an,
                checkpoints=[0, args.steps], engine=args.engine)
     c = tr.final
