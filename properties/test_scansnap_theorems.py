@@ -188,8 +188,12 @@ def scan_violations(tr) -> list[str]:
 @settings(deadline=None)
 @given(classes=sequence_classes(distinct=st.integers(2, 4), common=st.integers(0, 3), queries=st.integers(1, 2),
                                 separated=1.3),
-       setting=st.sampled_from([("tied", 1.0), ("tied", 10.0), ("free", 10.0)]))
+       setting=st.sampled_from([("tied", 1.0), ("tied", 10.0)]))
 def test_theorem3_scan_order_from_zero_init(classes, setting):
+    """Theorem 3's scan order on the dynamics the paper analyzes (the tied decoder of its Lemma 3).  The
+    exact free gradient flow is not covered: the stress profile found layouts where a class's dominant
+    share stays flat there (e.g. 0.5652 -> 0.5652 at eta_Y/eta_Z = 10), in line with the documented
+    free-flow deviations of theory/scansnap.py."""
     decoder, ratio = setting
     record_inputs(M=classes.M, classes=classes.K, ratio=ratio)
     tr = integrate(classes, 300.0, eta_y=ratio, eta_z=1.0, decoder=decoder, n_eval=30)
