@@ -202,7 +202,7 @@ SYNTH_CONFTEST = """
 from hypothesis import settings
 pytest_plugins = ["reports.plugin"]
 settings.register_profile("ci", max_examples=15, derandomize=True, deadline=None, print_blob=True)
-settings.register_profile("stress", max_examples=20, deadline=None, print_blob=True)
+settings.register_profile("stress", max_examples=20, derandomize=False, deadline=None, print_blob=True)
 settings.load_profile("ci")
 """
 
