@@ -15,7 +15,7 @@ pytest_plugins = ["reports.plugin"]
 
 # Generation is structure-first and cheap; the only health check we relax is `too_slow` for the
 # training properties, per test, where the *test body* (GD) is what is slow.
-settings.register_profile("ci", max_examples=12, derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("ci", max_examples=25, derandomize=True, deadline=None, print_blob=True)
 # derandomize=False explicitly: with CI set in the environment Hypothesis's default is derandomized,
 # and the stress run must stay random (the report gives the seed that replays it).
 settings.register_profile("stress", max_examples=200, derandomize=False, deadline=None, print_blob=True)
