@@ -65,6 +65,14 @@ def attention(A: np.ndarray, data: TokenData) -> np.ndarray:
     return a / a.sum(axis=1, keepdims=True)
 
 
+def sample_attention(A: np.ndarray, problem: Problem) -> np.ndarray:
+    """n x K attention of every sample of ``problem`` (not collapsed; copies pooled) under scores ``A``."""
+    c = problem.counts
+    logits = np.where(c > 0, A[:, problem.queries].T + np.log(np.where(c > 0, c, 1.0)), -np.inf)
+    a = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return a / a.sum(axis=1, keepdims=True)
+
+
 def _per_sample(A: np.ndarray, data: TokenData):
     """Per-sample losses and dl_i/ds_i (m x K), s_i = A[:, q_i]."""
     a = attention(A, data)

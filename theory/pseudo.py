@@ -14,6 +14,7 @@ import networkx as nx
 import numpy as np
 
 from theory.graphs import TPG
+from theory.losses import sample_attention
 from theory.problem import Problem
 from theory.svm import SVMSolution, graph_svm
 
@@ -27,20 +28,11 @@ class PseudoSVM:
     ambiguous: int  # (sample, token) pairs left out
 
 
-def sample_attention(problem: Problem, W: np.ndarray) -> np.ndarray:
-    """n x K attention mass per token of every sample (copies pooled)."""
-    A = problem.E @ W @ problem.E.T
-    c = problem.counts
-    logits = np.where(c > 0, A[:, problem.queries].T + np.log(np.where(c > 0, c, 1.0)), -np.inf)
-    a = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return a / a.sum(axis=1, keepdims=True)
-
-
 def pseudo_tpgs(problem: Problem, W: np.ndarray, select: float = SELECT, reject: float = REJECT):
     """``({k: pseudo G^(k)}, number of ambiguous (sample, token) pairs)``."""
     if not 0 < reject < select <= 1:
         raise ValueError(f"pseudo-TPG thresholds: need 0 < reject < select <= 1, got {reject}, {select}")
-    a = sample_attention(problem, W)
+    a = sample_attention(problem.E @ W @ problem.E.T, problem)
     graphs: dict[int, nx.DiGraph] = {}
     ambiguous = 0
     for i, seq in enumerate(problem.sequences):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from theory.analysis import Analysis
-from theory.losses import TokenData, loss_and_grad_scores
+from theory.losses import TokenData, loss_and_grad_scores, sample_attention
 from theory.problem import Problem
 
 
@@ -99,12 +99,7 @@ def _scc_membership(analysis: Analysis) -> np.ndarray:
 
 
 def top_scc_mass(A: np.ndarray, problem: Problem, membership: np.ndarray) -> float:
-    # Per sample (not per collapsed row) so rows align with ``membership``.
-    logits = A[:, problem.queries].T + np.log(np.where(problem.counts > 0, problem.counts, 1.0))
-    logits = np.where(problem.counts > 0, logits, -np.inf)
-    logits -= logits.max(axis=1, keepdims=True)
-    a = np.exp(logits)
-    a /= a.sum(axis=1, keepdims=True)
+    a = sample_attention(A, problem)  # per sample, so rows align with ``membership``
     best = [np.bincount(membership[i][membership[i] >= 0], weights=a[i][membership[i] >= 0]).max()
             for i in range(problem.n)]
     return float(min(best))
