@@ -190,6 +190,7 @@ def direct_loss(W, p):
     return total / p.n
 
 
+@pytest.mark.theorem("Theorem 2")
 @settings(deadline=None, max_examples=6)
 @given(dp=drawn_problems(structures=NONZERO_SVM, embedding_kinds=st.sampled_from(["orthonormal", "gaussian"]),
                          d_extra=st.integers(0, 1)), scale=st.floats(0.2, 1.0))
@@ -211,6 +212,7 @@ def test_small_radius_matches_direct_minimization(dp, scale):
         f"W̄_R differs from scipy's by {np.linalg.norm(ours.W - ref):.2e}"
 
 
+@pytest.mark.theorem("Theorem 2")
 @settings(deadline=None, max_examples=8)
 @given(dp=drawn_problems(structures=NONZERO_SVM, max_condition=REGPATH_CONDITION), t=st.sampled_from([1.0, 4.0, 16.0]),
        angle=st.floats(1e-3, 0.5), seed=st.integers(0, 2**31 - 1))
@@ -234,6 +236,7 @@ def test_certificate_rejects_perturbed_answer(dp, t, angle, seed):
         certify(sol.W * (1 + 1e-6), p, R)
 
 
+@pytest.mark.theorem("Theorem 2")
 @settings(deadline=None, max_examples=6)
 @given(dp=drawn_problems(structures=NONZERO_SVM, loss=st.sampled_from(["ce", "square", "exp"]),
                          embedding_kinds=st.sampled_from(["orthonormal", "gaussian"])))
