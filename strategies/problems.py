@@ -202,7 +202,8 @@ def biorthogonal_heads(draw, E: np.ndarray):
     K, d = E.shape
     if d > K and draw(st.booleans(), label="head_extra"):
         N = _rng(draw, "head_seed").normal(size=(K, d))
-        N -= N @ np.linalg.pinv(E) @ E  # rows orthogonal to span(E): C E^T unchanged
+        Q, _ = np.linalg.qr(E.T)  # orthonormal basis of span(E): exact to rounding, unlike pinv(E) E
+        N -= (N @ Q) @ Q.T  # rows orthogonal to span(E): C E^T unchanged
         C = C + N
     return C
 

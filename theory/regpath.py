@@ -303,7 +303,15 @@ def regularization_path(problem: Problem, radii, name: str = "problem") -> list[
             cert.update(solver=solver, polish_steps=used, **note)
             break
         else:
-            raise SolverError(failures[0])
+            # Last resort, still judged by the certificate: a fresh local solve from the steepest-descent
+            # start (a warm start or an inaccurate solver answer can leave Newton stuck far away).
+            th, used = _polish(f, _slsqp(f, _descent_start(f, R), R), R)
+            W = basis.compose(th)
+            try:
+                cert = certify(W, problem, R, name, data, g0)
+            except SolverError:
+                raise SolverError(failures[0]) from None
+            cert.update(solver="slsqp from the descent start (fallback)", polish_steps=used, **note)
         theta, prev_R = th, R
         out.append(RegPathSolution(R, W, cert["loss"], cert))
     return out
