@@ -18,8 +18,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from properties.helpers import describe, note_problem
-from properties.test_theorem1 import theorem_problems
-from strategies import heldout_contexts
+from strategies import heldout_contexts, trainable_problems
 from theory import criteria
 from theory.analysis import analyze
 from theory.automaton import attention_on, predicted_attention
@@ -59,7 +58,7 @@ def automaton_failures(traj, an, contexts, top_of=top_scc_tokens):
 
 @st.composite
 def trained_with_contexts(draw):
-    dp = draw(theorem_problems, label="problem")
+    dp = draw(trainable_problems(), label="problem")
     contexts = draw(st.lists(heldout_contexts(dp.structure), min_size=1, max_size=4), label="contexts")
     return dp, contexts
 

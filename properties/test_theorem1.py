@@ -13,18 +13,14 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from properties.helpers import assert_close, assert_verdict, describe, note_problem
-from strategies import drawn_problems, structures_of
+from strategies import trainable_problems
 from theory import criteria
 from theory.analysis import analyze
 from theory.losses import safe_step
 from theory.training import train
 
-# Condition number of the "badly conditioned" embeddings in training properties: τ₀ grows like κ⁴, and
-# κ <= 3 keeps 10^4 τ₀ under criteria.MAX_STEPS for every structure the strategies draw.
-TRAIN_CONDITION = 3.0
-
-theorem_problems = drawn_problems(structures=structures_of(["acyclic", "cyclic", "mixed"]), max_condition=TRAIN_CONDITION)
-zero_problems = drawn_problems(structures=structures_of(["svm_zero"]), max_condition=TRAIN_CONDITION)
+theorem_problems = trainable_problems()
+zero_problems = trainable_problems(shapes=("svm_zero",))
 
 
 @st.composite

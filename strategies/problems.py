@@ -238,6 +238,17 @@ def drawn_problems(draw, structures=None, embedding_kinds=st.sampled_from(EMBEDD
     return DrawnProblem(problem, structure)
 
 
+# Condition number of the "badly conditioned" embeddings in training properties: the time unit τ₀ of
+# theory.criteria grows like κ⁴, and κ <= 3 keeps 10⁴ τ₀ under criteria.MAX_STEPS for every structure.
+TRAIN_CONDITION = 3.0
+
+
+def trainable_problems(shapes=("acyclic", "cyclic", "mixed")):
+    """Problems whose GD can be judged on the finite budget of :mod:`theory.criteria` (W^svm != 0 unless
+    ``shapes`` asks for ``svm_zero``)."""
+    return drawn_problems(structures=structures_of(list(shapes)), max_condition=TRAIN_CONDITION)
+
+
 def problems(**kw):
     """Problems satisfying Assumptions 1-2 (see :func:`drawn_problems`)."""
     return drawn_problems(**kw).map(lambda dp: dp.problem)
