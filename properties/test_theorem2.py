@@ -7,9 +7,11 @@ Finite-budget criterion (rate-aware).  The radii are ``R_t = ||W^fin + t W^svm||
 loss of the tokens outside each label's SCC is ``O(e^{-t})`` whatever the scale of E.  The theory gives
 ``W̄_R = W^fin + ρ(R) W^svm + δ(R)`` with ``δ = O(1)`` (at most logarithmic in degenerate cases), so
 
-* direction error ``e(R) = ||W̄_R/||W̄_R|| - Ŵ^svm||_F = O(1/R)``:  require the *scaled* error
-  ``R e(R)`` to grow by at most :data:`SCALED_GROWTH` between the last two radii (``R_t`` doubles, so a
-  wrong target -- ``e -> gap > 0`` -- makes it grow ~2x) and ``e(R_last) <= DIR_MAX``;
+* direction error ``e(R) = ||W̄_R/||W̄_R|| - Ŵ^svm||_F``, asymptotically ``O((log R)/R)`` but, over these
+  radii, sometimes as slow as ``R^-0.19`` and sometimes still far (e = 0.26 at margin 16 while on the 1/R
+  track), both found by the stress profile: require that ``e`` is still shrinking at the last radius and
+  either ``e(R_last) <= DIR_MAX`` or ``R e(R)`` grew by at most ``ON_TRACK`` over the last doubling; a
+  wrong target plateaus at its gap (``>= MIN_DIR_GAP``), so it fails both;
 * finite error ``f(R) = ||Π_{S_fin} W̄_R - W^fin||_F``: the dropped tokens perturb ``L̃`` by ``O(e^{-t})``,
   so ``f`` falls geometrically: require ``f(R_last) <= FIN_DECAY f(R_prev)`` and
   ``f(R_last) <= FIN_MAX max(1, ||W^fin||)`` (or ``f`` at rounding level).
@@ -36,10 +38,14 @@ from theory.regpath import KKT_TOL, certify, regularization_path, regularized_so
 from theory.svm import SolverError, graph_svm
 
 MARGINS = np.geomspace(1.0, 16.0, 5)
-SCALED_GROWTH = 1.7  # R e(R) may grow by a log factor over one doubling of R; a wrong target gives ~2
-# Calibration (200 derandomized problems): valid growth <= 1.61 (median 1.06), e_last <= 0.16; planted
-# wrong directions: growth >= 1.75, e_last >= 0.29; planted wrong W^fin: decay >= 0.99 (valid <= 5e-4).
+# Direction: e(R) = ||W̄_R/R - Ŵ|| must still be shrinking at the last radius and be <= DIR_MAX there.
+# The asymptotic rate is ~(log R)/R, but over margins 1..16 a valid problem can be far slower: the stress
+# profile found e ∝ R^-0.19 (R e(R) growing 1.76x per doubling), which overlapped the wrong targets'
+# 1.75-2x, so the growth of R e(R) is reported, not judged.  Calibration (200 derandomized problems):
+# valid e_last <= 0.16; planted wrong directions e_last >= 0.29; planted wrong W^fin: decay >= 0.99
+# (valid <= 5e-4).
 DIR_MAX = 0.2  # e(R_last) at margin 16
+ON_TRACK = 1.1  # R e(R) over the last doubling, for a path not yet within DIR_MAX
 FIN_DECAY = 0.5  # f(R_last) / f(R_prev): geometric decay expected
 FIN_MAX = 1e-2
 EXACT = 1e-8  # errors below this (relative) count as zero: e.g. W̄_R exactly parallel to W^svm
@@ -67,8 +73,11 @@ def direction_verdict(radii, e) -> tuple[bool, str]:
     if e[-1] <= EXACT:
         return True, "exact"
     growth = (radii[-1] * e[-1]) / max(radii[-2] * e[-2], 1e-300)
-    ok = growth <= SCALED_GROWTH and e[-1] <= DIR_MAX
-    return ok, f"e={np.array2string(e, precision=4)} scaled growth {growth:.3f} (max {SCALED_GROWTH}), e_last {e[-1]:.3g} (max {DIR_MAX})"
+    # Close enough already, or still on the 1/R track (R e(R) not growing): a wrong target plateaus
+    # at its gap, so R e(R) roughly doubles with R there.
+    ok = e[-1] < e[-2] and (e[-1] <= DIR_MAX or growth <= ON_TRACK)
+    return ok, (f"e={np.array2string(e, precision=4)}: still shrinking {e[-1] < e[-2]}, e_last {e[-1]:.3g} "
+                f"(max {DIR_MAX}); R e(R) grew {growth:.3f}x over the last doubling")
 
 
 def finite_verdict(f, fin_norm) -> tuple[bool, str]:
