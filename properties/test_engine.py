@@ -13,12 +13,12 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, note, settings
+from hypothesis import event, given, note, settings
 from hypothesis import strategies as st
 
 from reports.record import record_inputs
 from theory.engine import gd_batch, gd_compiled
-from theory.losses import TokenData
+from theory.losses import TokenData, loss_and_grad_scores
 from theory.problem import LOSSES, Problem
 from theory.training import gd_numpy, run_gd
 
@@ -86,6 +86,24 @@ def _numpy_or_error(A0, data, M, eta, cps, normalized):
         return None, exc
 
 
+def _well_posed(A0, data, M, eta, cps, normalized) -> bool:
+    """Normalized GD is a function of its inputs only away from stationary points: at one, its step is
+    eta times a direction made of rounding (seen: two samples whose gradients cancel exactly), and two
+    correct implementations may differ there by a whole step.  True unless that happens on this run."""
+    if not normalized:
+        return True
+    try:
+        every = np.arange(int(cps[-1]) + 1)
+        Bs, _ = gd_numpy(A0, data, M, eta, every, True)
+    except FloatingPointError:
+        return True
+    for B in Bs:
+        _, G = loss_and_grad_scores(A0 - M @ B @ M, data)
+        if np.sqrt(max(float(np.sum((G.T @ M @ G) * M.T)), 0.0)) < 1e-8:
+            return False
+    return True
+
+
 # ------------------------------------------------------------------------------------------------
 # Compiled == numpy reference
 # ------------------------------------------------------------------------------------------------
@@ -100,6 +118,9 @@ def test_compiled_matches_numpy_reference(run):
     data = TokenData.from_problem(problem)
     M = problem.gram
     A0 = problem.E @ W0 @ problem.E.T
+    if not _well_posed(A0, data, M, eta, cps, normalized):
+        event("normalized GD met a stationary point: compared plain GD")
+        normalized = False
     ref, err = _numpy_or_error(A0, data, M, eta, cps, normalized)
     if err is not None:
         with pytest.raises(FloatingPointError) as info:
@@ -124,6 +145,7 @@ def test_batch_equals_one_at_a_time(batch, parallel):
     for problem, W0, normalized, eta, cps in batch:
         data = TokenData.from_problem(problem)
         A0 = problem.E @ W0 @ problem.E.T
+        normalized = normalized and _well_posed(A0, data, problem.gram, eta, cps, normalized)
         ref, err = _numpy_or_error(A0, data, problem.gram, eta, cps, normalized)
         if err is None:
             ok.append((problem, data, A0, normalized, eta, cps, ref))
@@ -180,11 +202,12 @@ def test_collapsed_duplicates_same_trajectory(run, data):
 # ------------------------------------------------------------------------------------------------
 # Token space maps back to the textbook W-space GD
 # ------------------------------------------------------------------------------------------------
-def textbook_gd(problem: Problem, W0, eta, steps, normalized):
+def textbook_gd(problem: Problem, W0, eta, steps, normalized, with_min_grad=False):
     """Li et al.'s model as written: X_i (T x d), scores X_i W x_last, softmax over positions,
     f = X_i^T a, u = c_y^T f (or head logits C f for ce), grad_W = (1/n) sum_i X_i^T ds_i x_last^T."""
     E, C = problem.E, problem.C
     W = np.array(W0, dtype=float)
+    min_gn = np.inf
     for _ in range(steps):
         grad = np.zeros_like(W)
         for seq, y in zip(problem.sequences, problem.labels):
@@ -213,8 +236,9 @@ def textbook_gd(problem: Problem, W0, eta, steps, normalized):
             # A stationary point computed position by position leaves ~1e-17 of rounding, which the
             # normalization would blow up to a full step; token space gets the exact 0 there.
             step = eta / gn if gn > 1e-12 else 0.0
+            min_gn = min(min_gn, gn)
         W = W - step * grad
-    return W
+    return (W, min_gn) if with_min_grad else W
 
 
 @settings(deadline=None)
@@ -226,12 +250,18 @@ def test_token_space_is_textbook_W_space(pw, normalized, steps, eta):
     data = TokenData.from_problem(problem)
     E = problem.E
     A0 = E @ W0 @ E.T
+    W_text, min_gn = textbook_gd(problem, W0, eta, steps, normalized, with_min_grad=True)
+    if normalized and min_gn < 1e-8:
+        # At a (near-)stationary point the normalized step is eta times a direction made of rounding
+        # (seen: a ce sample whose two tokens get identical gradients); compare plain GD there instead.
+        event("normalized GD met a stationary point: compared plain GD")
+        normalized = False
+        W_text = textbook_gd(problem, W0, eta, steps, normalized)
     try:
         B, _ = gd_compiled(A0, data, problem.gram, eta, [0, steps], normalized)
     except FloatingPointError:
         return  # -log u with u <= 0 is not defined in W space either
     W_engine = W0 - E.T @ B[-1] @ E
-    W_text = textbook_gd(problem, W0, eta, steps, normalized)
     _check("W(tau): textbook W-space GD vs engine", W_text, W_engine, problem)
 
 
