@@ -114,7 +114,7 @@ def corrupted_docs(draw):
         key = draw(st.text(st.characters(codec="ascii", categories=["L", "N", "P"]), min_size=1, max_size=8)
                    .filter(lambda k: k not in FILE_KEYS), label="key")
         doc[key] = 1
-        return doc, [key, "unknown key"]
+        return doc, [repr(key), "unknown key"]
     key = draw(st.sampled_from(sorted(FILE_KEYS - {"head"})), label="missing")
     del doc[key]
     return doc, [key, "missing"]

@@ -149,7 +149,10 @@ class Problem:
         K = self.K
         scale = max(1.0, float(np.abs(self.E).max()))
         independent = bool(K <= self.d and np.linalg.matrix_rank(self.E, tol=ASSUMPTION_TOL * scale) == K)
-        biorth = bool(np.abs(self.H - np.eye(K)).max() <= 1e-8 * max(1.0, np.abs(self.H).max()))
+        # Rounding in C E^T is ~eps ||C|| ||E||, and a head computed from ill-conditioned E carries
+        # ~eps cond(E) more: scale the tolerance with ||C|| ||E|| (>= cond(E) for the default head).
+        scale_h = max(1.0, float(np.linalg.norm(self.C, 2) * np.linalg.norm(self.E, 2)))
+        biorth = bool(np.abs(self.H - np.eye(K)).max() <= ASSUMPTION_TOL * scale_h)
         in_seq = all(y in seq for y, seq in zip(self.labels, self.sequences))
         return {"head_biorthogonal": biorth, "labels_in_sequences": in_seq, "embeddings_independent": independent}
 
