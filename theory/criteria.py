@@ -32,7 +32,7 @@ reach ``τ >= 10⁴ τ₀`` so that all three lie in the asymptotic regime):
 
 Calibration (``properties/test_theorem1.py``, the relaxation suite, and 300 random + 2400 derandomized
 stress examples): on valid problems the incremental correlation was >= 0.986 and ``tan θ · ln(τ/τ₀)`` at
-most 1.67 (median 0.03), ``g₁/g₀`` in [0.97, 1.06], the finite error fell ~10x per decade and ended
+most 1.67 (median 0.03), ``g₁/g₀`` in [0.78, 1.06], the finite error fell ~10x per decade and ended
 <= 2e-3, the mass >= 0.9997.  Planted violations: a target 35° off (the budget resolves ~15-20° at
 worst, since the direction converges like 1/log τ), a W^fin moved by 0.2, a frozen last decade, and
 each relaxation (square loss on a cycle, tied head with ``ce``, a step 50x the safe bound, an absent
@@ -45,7 +45,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-GROWTH_LO, GROWTH_HI = 0.8, 1.25
+# g₁/g₀ is 1 for log growth and -> 0 (geometrically) for a finite limit.  Valid runs: 0.97-1.06 in
+# 300 random examples, but the stress profile found 0.78 at the minimum budget (a slow approach to
+# the log regime), hence the wide band.
+GROWTH_LO, GROWTH_HI = 0.6, 1.25
 DIRECTION_RATE = 3.0
 FINITE_MAX = 0.05
 FINITE_DECAY = 0.5
