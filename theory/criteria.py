@@ -55,7 +55,9 @@ FINITE_DECAY = 0.5
 FINITE_FLOOR = 1e-6
 MASS_MIN = 0.99
 DECADES = 4  # budget: τ >= 10^DECADES τ₀
-MIN_STEPS, MAX_STEPS = 20_000, 1_000_000
+# At least 10^5 steps: the stress profile found valid runs still accelerating at 2·10^4 steps although
+# 10^4 τ₀ was smaller (transients τ₀ does not see, e.g. the finite part's own convergence).
+MIN_STEPS, MAX_STEPS = 100_000, 1_000_000
 
 
 @dataclass
