@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from reports.record import record_inputs
 from strategies import (EMBEDDINGS, SHAPES, biorthogonal_heads, drawn_problems, embeddings, heldout_contexts,
                         priority_structures, realize, structures_of)
-from strategies.problems import MAX_CONDITION, trainable_problems
+from strategies.problems import MAX_CONDITION
 from theory.graphs import token_priority_graphs, top_scc_tokens
 from theory.problem import Problem
 
@@ -239,17 +239,3 @@ def test_realize_respects_the_length_cap(s, data):
     assert len(seqs) == len(labels) >= 1
     assert all(2 <= len(q) <= 5 for q in seqs), [len(q) for q in seqs]
 
-
-@pytest.mark.theorem("Strategies")
-@given(trainable_problems())
-def test_trainable_problems_fit_the_theorem1_budget(dp):
-    """The promise behind TRAIN_CONDITION: 10^DECADES time units fit in MAX_STEPS for W(0) = 0."""
-    from theory import criteria
-    from theory.analysis import analyze
-    from theory.losses import safe_step
-
-    p = dp.problem
-    an = analyze(p, finite=False)
-    assert an.svm.norm > 0, f"trainable problem without a ⇒ edge: {p.to_json()}"
-    need = 10**criteria.DECADES * criteria.time_unit(an.svm.norm, safe_step(p))
-    assert need <= criteria.MAX_STEPS, f"needs {need:.3g} steps > {criteria.MAX_STEPS}: {p.to_json()}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import event, given
+from hypothesis import assume, event, given
 from hypothesis import strategies as st
 
 from properties.helpers import assert_close, assert_verdict, describe, note_problem
@@ -38,8 +38,12 @@ step_fractions = st.sampled_from([1.0, 0.5, 0.25])  # of the safe step 1/β
 def run_theorem1(problem, W0, fraction):
     an = analyze(problem)
     eta = fraction * safe_step(problem)
+    need = 10**criteria.DECADES * criteria.time_unit(an.svm.norm, eta, criteria.adverse_gap(an, W0))
+    # Judged only where the finite budget reaches the asymptotic regime (10^4 time units within
+    # MAX_STEPS); rare nearly-collinear Gaussian embeddings need more and are counted, not judged.
+    event(f"budget fits={need <= criteria.MAX_STEPS}")
+    assume(need <= criteria.MAX_STEPS)
     steps = criteria.budget(an.svm.norm, eta, criteria.adverse_gap(an, W0))
-    event(f"budget={'clipped' if steps == criteria.MAX_STEPS else 'full'}")
     return an, train(problem, steps, eta, W0=W0, analysis=an)
 
 
