@@ -105,19 +105,25 @@ REGPATH_CONDITION = 10.0
 # float64 rounding level): those are counted by an event and not judged.
 MAX_RADIUS = 300.0
 
+def certified_path(dp):
+    """``(problem, analysis, radii, path)``: the certified path along ``radii_for``; problems whose largest
+    radius is not certifiable in float64 are counted and skipped (see MAX_RADIUS)."""
+    p = dp.problem
+    an = analyze(p)
+    radii = radii_for(an)
+    event(f"radii certifiable={radii[-1] <= MAX_RADIUS}")
+    assume(radii[-1] <= MAX_RADIUS)
+    _record(p, an, radii)
+    return p, an, radii, regularization_path(p, radii)  # certified, else SolverError
+
+
 @pytest.mark.theorem("Theorem 2")
 @settings(deadline=None)
 @given(dp=drawn_problems(structures=NONZERO_SVM, max_condition=REGPATH_CONDITION))
 def test_theorem2_regularization_path_converges(dp):
     """Along R_t (t = 1..16), W̄_R/R -> Ŵ^svm at rate ~1/R and Π_{S_fin} W̄_R -> W^fin (Theorem 2)."""
-    p = dp.problem
-    an = analyze(p)
+    p, an, radii, path = certified_path(dp)
     event(f"S_fin dim>0={an.space.dim > 0}")
-    radii = radii_for(an)
-    event(f"radii certifiable={radii[-1] <= MAX_RADIUS}")
-    assume(radii[-1] <= MAX_RADIUS)
-    _record(p, an, radii)
-    path = regularization_path(p, radii)  # certified, else SolverError
     ok_d, why_d = direction_verdict(radii, direction_errors(path, an.svm.W))
     assert ok_d, f"W̄_R/R does not approach W^svm: {why_d}"
     ok_f, why_f = finite_verdict(finite_errors(path, an.space, an.finite.W), np.linalg.norm(an.finite.W))
@@ -165,13 +171,7 @@ def duplicated_sample_fins(p, an):
 @given(dp=drawn_problems(structures=NONZERO_SVM, max_condition=REGPATH_CONDITION))
 def test_theorem2_criterion_rejects_planted_targets(dp):
     """Calibration: the Theorem 2 criterion fails against a wrong W^svm or a wrong W^fin (planted)."""
-    p = dp.problem
-    an = analyze(p)
-    radii = radii_for(an)
-    event(f"radii certifiable={radii[-1] <= MAX_RADIUS}")
-    assume(radii[-1] <= MAX_RADIUS)
-    _record(p, an, radii)
-    path = regularization_path(p, radii)
+    p, an, radii, path = certified_path(dp)
     u = an.svm.W / an.svm.norm
     planted = 0
     for V in reversed_edge_svms(p, an):

@@ -39,7 +39,7 @@ Two decoders for the deterministic dynamics:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -405,7 +405,6 @@ class Trajectory:
     Z: np.ndarray             # (nt, M, M)
     error_estimate: float     # step-halving estimate, in units of the tolerance (<= 1 accepted)
     steps: int                # RK4 steps of the accepted run
-    extra: dict = field(default_factory=dict)
 
     def c(self, i: int = -1) -> np.ndarray:
         """``c_n`` (``K x M``) at sample ``i``."""
@@ -423,11 +422,9 @@ class Trajectory:
         return f.T @ self.D[i]
 
 
-def _rhs_factory(classes, decoder, eta_y, eta_z, undo_decay_after=None):
+def _rhs_factory(classes, decoder, eta_y, eta_z):
     def rhs(t, D, Z):
         ey, ez = eta_y, eta_z
-        if undo_decay_after is not None and t > undo_decay_after:
-            ez = eta_z * t / undo_decay_after
         if decoder == "free":
             _, dD, dZ = forward_grads(D, Z, classes.P, classes.query, classes.next_token, classes.weights)
         else:
@@ -475,8 +472,7 @@ def _rk4_logtime(rhs, D0, Z0, t_eval, steps_per_unit, tau):
 
 def integrate(classes: SequenceClasses, t_end: float, *, eta_y: float, eta_z: float, decoder: str = "free",
               n_eval: int = 64, t_eval=None, Y0=None, Z0=None, W0=None, steps_per_unit: int = 64,
-              tau: float | None = None, rtol: float = 1e-6, atol: float = 1e-8, max_halvings: int = 4,
-              undo_decay_after: float | None = None) -> Trajectory:
+              tau: float | None = None, rtol: float = 1e-6, atol: float = 1e-8, max_halvings: int = 4) -> Trajectory:
     """Integrate the long-sequence-limit dynamics from ``t = 0`` to ``t_end`` (SGD-step units).
 
     Output times: ``t_eval`` if given, else ``0`` and ``n_eval`` log-spaced times up to ``t_end``.
@@ -484,12 +480,6 @@ def integrate(classes: SequenceClasses, t_end: float, *, eta_y: float, eta_z: fl
     of the finer run's error, ``max |x_h - x_{h/2}| / 15``, must be ``<= atol + rtol |x|`` at every output
     time, for ``Z`` and the decoder.  Otherwise the step is halved again, up to ``max_halvings`` times, and
     then :class:`IntegrationError` is raised.  The accepted (finer) run is returned.
-
-    ``undo_decay_after``: a *planted perturbation* for calibrating Theorem 4's criterion -- after that time
-    ``t_p`` the attention rate is multiplied by ``t / t_p``, which cancels the ``~1/t`` decay of the speed
-    control coefficient (Theorem 1(b)) that causes the snap.  Measured: it barely changes the late growth
-    exponent of the dominant logit (0.92 vs 1.17), so Theorem 4's criterion is calibrated on synthetic
-    continuations of the real trajectory instead (``properties/test_scansnap_theorems.py``).
     """
     _check_rates(eta_y, eta_z)
     if decoder not in DECODERS:
@@ -510,17 +500,9 @@ def integrate(classes: SequenceClasses, t_end: float, *, eta_y: float, eta_z: fl
         D0 = np.zeros((M, M)) if Y0 is None else np.array(Y0, float)
     else:
         D0 = np.zeros((K, M)) if W0 is None else np.array(W0, float)
-    rhs = _rhs_factory(classes, decoder, float(eta_y), float(eta_z), undo_decay_after)
-    # the planted speed-up is a kink in time: make it a step boundary so RK4 keeps its order
-    grid, keep = t_eval, np.ones(len(t_eval), bool)
-    if undo_decay_after is not None and 0 < undo_decay_after < t_end and undo_decay_after not in t_eval:
-        pos = int(np.searchsorted(t_eval, undo_decay_after))
-        grid = np.insert(t_eval, pos, undo_decay_after)
-        keep = np.insert(keep, pos, False)
-
+    rhs = _rhs_factory(classes, decoder, float(eta_y), float(eta_z))
     def run(spu):
-        D, Z, n = _rk4_logtime(rhs, D0, Z0, grid, spu, tau)
-        return D[keep], Z[keep], n
+        return _rk4_logtime(rhs, D0, Z0, t_eval, spu, tau)
     coarse = run(steps_per_unit)
     spu = steps_per_unit
     worst = np.inf

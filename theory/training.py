@@ -10,7 +10,7 @@ Plain GD uses ``s_t = η``; normalized GD uses ``s_t = η / ||grad_W L||_F`` wit
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -76,7 +76,6 @@ class Trajectory:
     eta: float
     normalized: bool
     seconds: float
-    extra: dict = field(default_factory=dict)
 
     @property
     def final(self) -> Checkpoint:
