@@ -200,6 +200,7 @@ def _pack(A0, counts, queries, labels, weights, H, M, code, dense_max):
 # ------------------------------------------------------------------------------------------------
 # Kernels
 # ------------------------------------------------------------------------------------------------
+EPS = 2.220446049250313e-16  # float64 machine epsilon
 EXP_FLOOR = -708.0  # exp below this is subnormal (slow on x86) and < 1e-307: taken as 0
 
 
@@ -293,6 +294,11 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
     Y = np.zeros(P)
     ex = np.zeros(P)
     R = np.zeros(P)
+    Sg = np.zeros(P)  # natural scale of G (theory.losses.loss_grad_and_floor), for normalized GD only
+    pnorm = np.zeros(P)  # ||e_j|| ||e_k|| of pair p = (j, k)
+    for p in range(P):
+        pnorm[p] = math.sqrt(max(MUt[pu[p], pu[p]], 0.0) * max(MQt[pq[p], pq[p]], 0.0))
+    fulps = 4.0 * (K + 2) * EPS  # theory.losses.floor_ulps(K) * eps
     qmax = np.zeros(nq)
     Z = np.zeros((nu, nq))
     col = np.zeros(nu)
@@ -333,6 +339,7 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
             for p in range(P):
                 G[p] = 0.0
                 R[p] = 0.0
+                Sg[p] = 0.0
             for i in range(m):
                 s0 = ptr[i]
                 n = ptr[i + 1] - s0
@@ -354,6 +361,7 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
                             R[e] += f * ent_c[s0 + r]
                             other += ent_c[s0 + r] * ex[e]
                     G[ent_p[ey]] -= f * other  # w (a_y - 1) = -w (1 - a_y), without the cancellation
+                    Sg[ent_p[ey]] += f * other
                     if want_loss:
                         ell = qmax[sq[i]] + math.log(S) - (A[ent_p[ey]] + ent_logc[ey])
                 else:
@@ -366,17 +374,21 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
                     for r in range(n):
                         if s0 + r != ey:
                             G[ent_p[s0 + r]] += w[i] * a[r]
+                            Sg[ent_p[s0 + r]] += w[i] * a[r]
                             other += a[r]
                     G[ent_p[ey]] -= w[i] * other
+                    Sg[ent_p[ey]] += w[i] * other
                     if want_loss:
                         ell = top + math.log(ssum) - (A[ent_p[ey]] + ent_logc[ey])
                 L += w[i] * ell
             if ok:
                 for p in range(P):
                     G[p] += ex[p] * R[p]
+                    Sg[p] += ex[p] * R[p]
         else:
             for p in range(P):
                 G[p] = 0.0
+                Sg[p] = 0.0
             for i in range(m):
                 s0 = ptr[i]
                 n = ptr[i + 1] - s0
@@ -394,6 +406,14 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
                         L = math.nan
                         ok = False
                         break
+                # the reference token r = argmax a of the cancellation-free softmax backward
+                # (theory.losses.softmax_backward): dl/ds_t = a_t (delta_t - sum_j a_j delta_j) with
+                # delta_t = dl/da_t - dl/da_r, each delta formed from head differences.
+                rr = 0
+                for r in range(1, n):
+                    if a[r] > a[rr]:
+                        rr = r
+                tr = ent_tok[s0 + rr]
                 if code == 2:  # ce over the head logits z = H a
                     for l in range(K):
                         pbuf[l] = 0.0
@@ -414,14 +434,17 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
                         psum += x
                     if want_loss:
                         ell = math.log(psum) + zmax - zy
+                    other = 0.0
                     for l in range(K):
                         pbuf[l] = pbuf[l] / psum
-                    pbuf[y[i]] -= 1.0
+                        if l != y[i]:
+                            other += pbuf[l]
+                    pbuf[y[i]] = -other  # p_y - 1 without the cancellation at p_y ~ 1
                     for r in range(n):
                         tk = ent_tok[s0 + r]
                         acc = 0.0
                         for l in range(K):
-                            acc += pbuf[l] * HT[tk, l]
+                            acc += pbuf[l] * (HT[tk, l] - HT[tr, l])
                         g[r] = acc
                 else:
                     u = 0.0
@@ -434,23 +457,27 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
                             break
                         if want_loss:
                             ell = -math.log(u)
-                        for r in range(n):
-                            g[r] = -ent_h[s0 + r] / u
+                        cc = -1.0 / u
                     elif code == 3:
                         ell = (1.0 - u) ** 2
                         cc = -2.0 * (1.0 - u)
-                        for r in range(n):
-                            g[r] = cc * ent_h[s0 + r]
                     else:
                         ell = math.exp(-u)
-                        for r in range(n):
-                            g[r] = -ell * ent_h[s0 + r]
+                        cc = -ell
+                    hr = ent_h[s0 + rr]
+                    for r in range(n):
+                        g[r] = cc * (ent_h[s0 + r] - hr)
                 ag = 0.0
+                aag = 0.0
                 for r in range(n):
                     ag += a[r] * g[r]
+                    aag += a[r] * abs(g[r])
                 wi = w[i]
                 for r in range(n):
-                    G[ent_p[s0 + r]] += wi * (a[r] * (g[r] - ag))
+                    e = ent_p[s0 + r]
+                    G[e] += wi * (a[r] * (g[r] - ag))
+                    if normalized:
+                        Sg[e] += wi * (a[r] * (abs(g[r]) + aag))
                 L += wi * ell
         if ok and not math.isfinite(L):
             ok = False
@@ -472,6 +499,11 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
             return DIVERGED, t
         # ---- 3. Y = (M G M)_P, ||E^T G E||_F^2 = <G, Y>, and the step
         gn2 = 0.0
+        gmax = 0.0
+        for p in range(P):
+            if abs(G[p]) > gmax:
+                gmax = abs(G[p])
+        ig = 1.0 / gmax if gmax > 0.0 else 1.0
         if dense:
             # Y = Kmat G as axpys over the columns of Kmat (KmatT's rows): each Y[p] sums
             # Kmat[p, q] G[q] in the order q = 0, 1, ... as a dot product would, but the inner loop
@@ -483,7 +515,7 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
                 for p in range(P):
                     Y[p] += KmatT[q, p] * gq
             for p in range(P):
-                gn2 += G[p] * Y[p]
+                gn2 += (G[p] * ig) * (Y[p] * ig)
         else:
             # Z = M[U,U] G[U,Q], one query column at a time (P is grouped by query).
             p = 0
@@ -508,8 +540,10 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
                 for bb in range(nq):
                     acc += Z[j, bb] * MQt[k, bb]
                 Y[p] = acc
-                gn2 += G[p] * acc
+                gn2 += (G[p] * ig) * (acc * ig)
         gn = math.sqrt(gn2) if gn2 > 0.0 else 0.0
+        if gmax > 0.0:
+            gn *= gmax  # the quadratic form was taken of G / max|G| (no underflow at saturated attention)
         if tol > 0.0 and gn < tol:
             if not record:
                 again = True  # the loss at this state was not evaluated: once more, with it
@@ -522,7 +556,12 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
             return STOPPED, t
         s = eta
         if normalized:
-            s = eta / gn if gn > 0.0 else 0.0
+            # theory.training.normalized_scale: no step at or below the gradient's rounding floor
+            floor = 0.0
+            for p in range(P):
+                floor += Sg[p] * pnorm[p]
+            floor *= fulps
+            s = eta / gn if gn > floor else 0.0
         for p in range(P):
             A[p] -= s * Y[p]
             B[p] += s * G[p]

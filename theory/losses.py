@@ -73,8 +73,38 @@ def sample_attention(A: np.ndarray, problem: Problem) -> np.ndarray:
     return a / a.sum(axis=1, keepdims=True)
 
 
-def _per_sample(A: np.ndarray, data: TokenData):
-    """Per-sample losses and dl_i/ds_i (m x K), s_i = A[:, q_i]."""
+EPS = float(np.finfo(float).eps)
+
+
+def softmax_backward(a: np.ndarray, g: np.ndarray, delta: np.ndarray | None = None):
+    """``ds = a * (g - <a, g>)`` (the softmax Jacobian applied to ``g = dl/da``), row by row, without
+    cancellation, and its natural scale ``sigma`` (m x K).
+
+    The textbook form subtracts ``<a, g>`` from ``g_t``: once one token's attention ``a_r`` rounds to 1,
+    ``g_r - <a, g>`` is a difference of two equal floats and comes out 0 (or rounding noise) while its
+    true value is ``-sum_{j != r} a_j (g_r - g_j)``, tiny but exact.  Shifting by the reference entry
+    ``r = argmax a`` removes the cancellation: with ``delta_t = g_t - g_r`` (so ``delta_r = 0``) and
+    ``mbar = sum_j a_j delta_j``, ``ds_t = a_t (delta_t - mbar)`` is the same number in exact arithmetic,
+    and every factor is now computed to a few ulps of itself.  ``delta`` may be passed precomputed
+    (e.g. as ``(h_t - h_r) c`` straight from the head) when that is more accurate than ``g_t - g_r``.
+
+    ``sigma_t = a_t (|delta_t| + sum_j a_j |delta_j|)`` bounds the size of the terms that make up
+    ``ds_t``: the rounding error of ``ds_t`` is at most a small multiple of ``eps * sigma_t`` (see
+    :func:`gradient_floor`).
+    """
+    rows = np.arange(a.shape[0])
+    if delta is None:
+        r = a.argmax(axis=1)
+        delta = g - g[rows, r][:, None]
+    mbar = (a * delta).sum(axis=1, keepdims=True)
+    ds = a * (delta - mbar)
+    sigma = a * (np.abs(delta) + (a * np.abs(delta)).sum(axis=1, keepdims=True))
+    return ds, sigma
+
+
+def _per_sample(A: np.ndarray, data: TokenData, scale: bool = False):
+    """Per-sample losses and dl_i/ds_i (m x K), s_i = A[:, q_i]; with ``scale`` also the natural scale
+    ``sigma`` of each entry of dl_i/ds_i (see :func:`softmax_backward`)."""
     a = attention(A, data)
     m = np.arange(len(data.labels))
     y = data.labels
@@ -89,33 +119,70 @@ def _per_sample(A: np.ndarray, data: TokenData):
         ds = a.copy()
         ds[m, y] = 0.0
         ds[m, y] = -ds.sum(axis=1)
-        return ell, ds
+        return (ell, ds, np.abs(ds)) if scale else (ell, ds)
+    r = a.argmax(axis=1)  # the reference token of the cancellation-free softmax backward
     if data.loss == "ce":
         z = a @ data.H.T  # head logits H a
         zmax = z.max(axis=1, keepdims=True)
         p = np.exp(z - zmax)
-        p /= p.sum(axis=1, keepdims=True)
-        ell = np.log(np.exp(z - zmax).sum(axis=1)) + zmax[:, 0] - z[m, y]
-        p[m, y] -= 1.0
-        g = p @ data.H  # dl/da = H^T (p - e_y)
+        psum = p.sum(axis=1, keepdims=True)
+        ell = np.log(psum[:, 0]) + zmax[:, 0] - z[m, y]
+        p /= psum
+        # p - e_y with p_y - 1 written as minus the mass on the other classes (no cancellation at p_y ~ 1)
+        p[m, y] = 0.0
+        p[m, y] = -p.sum(axis=1)
+        # dl/da_t - dl/da_r = (H[:, t] - H[:, r])^T (p - e_y): the head difference is formed first, so
+        # tokens with nearly equal head columns (a tied head, close embeddings) lose nothing.
+        Hd = data.H[None, :, :] - data.H.T[r][:, :, None]  # m x K(classes) x K(tokens)
+        delta = np.einsum("il,ilt->it", p, Hd)
+        g = None
     else:
         h = data.H[y]  # m x K
         u = (a * h).sum(axis=1)
         if data.loss == "log":
             with np.errstate(divide="ignore", invalid="ignore"):
                 ell = np.where(u > 0, -np.log(np.where(u > 0, u, 1.0)), np.inf)
-                g = -h / u[:, None]
+                coef = -1.0 / u
         elif data.loss == "square":
             ell = (1.0 - u) ** 2
-            g = -2.0 * (1.0 - u)[:, None] * h
+            coef = -2.0 * (1.0 - u)
         elif data.loss == "exp":
             ell = np.exp(-u)
-            g = -ell[:, None] * h
+            coef = -ell
         else:  # pragma: no cover - Problem validates the name
             raise ValueError(f"unknown loss {data.loss!r}")
-    # softmax Jacobian: ds = a * (g - a.g)
-    ds = a * (g - (a * g).sum(axis=1, keepdims=True))
-    return ell, ds
+        # dl/da = coef h, so dl/da_t - dl/da_r = coef (h_t - h_r), the head difference formed first.
+        with np.errstate(invalid="ignore"):
+            delta = coef[:, None] * (h - h[m, r][:, None])
+    ds, sigma = softmax_backward(a, None, delta)
+    return (ell, ds, sigma) if scale else (ell, ds)
+
+
+def loss_grad_and_floor(A: np.ndarray, data: TokenData, M: np.ndarray) -> tuple[float, np.ndarray, float]:
+    """``L``, ``G = dL/dA`` and the rounding floor of ``||grad_W L||_F``: below it the computed
+    gradient's direction is noise.
+
+    ``grad_W L = sum_{(j,k)} G[j,k] e_j e_k^T`` with ``G[j,k] = sum_i w_i ds_i[j]`` over the samples of
+    query ``k``.  Each ``ds_i[j]`` is exact to ``c eps sigma_ij`` (:func:`softmax_backward`, c ~ the
+    number of tokens of a sample), and ``||e_j e_k^T||_F = ||e_j|| ||e_k||``, so the computed gradient
+    is within ``floor = floor_ulps(K) * eps * sum_{j,k} S[j,k] ||e_j|| ||e_k||`` of the true one, with
+    ``S[j,k] = sum_i w_i sigma_ij``; ``floor_ulps(K) = 4 (K + 2)`` covers the per-entry rounding and
+    the sum over samples.  :mod:`theory.engine` computes the same number.
+    """
+    ell, ds, sigma = _per_sample(A, data, scale=True)
+    G = (data.weights[:, None] * ds).T @ data.query_onehot
+    S = (data.weights[:, None] * np.nan_to_num(sigma)).T @ data.query_onehot
+    norms = np.sqrt(np.clip(np.diag(M), 0.0, None))
+    return float(data.weights @ ell), G, floor_ulps(data.H.shape[0]) * EPS * float(norms @ S @ norms)
+
+
+def gradient_floor(A: np.ndarray, data: TokenData, M: np.ndarray) -> float:
+    """The rounding floor of ``||grad_W L||_F`` at scores ``A`` (see :func:`loss_grad_and_floor`)."""
+    return loss_grad_and_floor(A, data, M)[2]
+
+
+def floor_ulps(K: int) -> float:
+    return 4.0 * (K + 2)
 
 
 def loss_scores(A: np.ndarray, data: TokenData) -> float:
