@@ -260,8 +260,9 @@ def test_cli_analyze_prints_documented_json(scc_file):
     res = run_cli("analyze", scc_file)
     assert res.returncode == 0, f"exit {res.returncode}, stderr: {res.stderr}"
     out = json.loads(res.stdout)
-    assert set(out) == {"vocab_size", "dim", "samples", "assumptions", "graphs", "svm", "cyclic_subspace",
-                        "finite"}, sorted(out)
+    assert set(out) == {"vocab_size", "dim", "samples", "assumptions", "certificate", "graphs", "svm",
+                        "cyclic_subspace", "finite"}, sorted(out)
+    assert out["certificate"] == "exact"
     assert (out["vocab_size"], out["dim"], out["samples"]) == (3, 3, 3)
     assert out["assumptions"] == {"head_biorthogonal": True, "labels_in_sequences": True,
                                   "embeddings_independent": True}
@@ -270,7 +271,8 @@ def test_cli_analyze_prints_documented_json(scc_file):
     assert set(g) == {"edges", "sccs"}
     assert sorted(map(tuple, g["edges"])) == [(0, 1), (0, 2), (1, 0), (1, 2)]
     assert sorted(map(sorted, g["sccs"])) == [[0, 1], [2]]
-    assert set(out["svm"]) == {"W", "norm"}
+    assert set(out["svm"]) == {"W", "norm", "certificate"}
+    assert out["svm"]["certificate"]["exact_distance"] <= 1e-10
     W = np.array(out["svm"]["W"])
     expected = np.zeros((3, 3))
     expected[:, 2] = [1 / 3, 1 / 3, -2 / 3]
@@ -278,7 +280,8 @@ def test_cli_analyze_prints_documented_json(scc_file):
     assert abs(out["svm"]["norm"] - np.sqrt(2 / 3)) < 1e-6
     assert out["cyclic_subspace"] == {"dim": 1}
     Wf = np.array(out["finite"]["W"])
-    assert set(out["finite"]) == {"W"}
+    assert set(out["finite"]) == {"W", "grad_norm", "error_bound", "grad_norm_extended", "min_curvature"}
+    assert 0 <= out["finite"]["error_bound"] <= 1e-12, out["finite"]
     assert abs((Wf[1, 2] - Wf[0, 2]) - np.log(2)) < 1e-8, f"W^fin score gap: expected log 2, got {Wf[1, 2] - Wf[0, 2]}"
     assert res.stderr == ""
 

@@ -223,11 +223,12 @@ def test_minimal_ill_conditioned_problem_has_one_short_sample(minimal_ill_condit
     assert p.n == 1 and len(p.sequences[0]) == 2, f"n = {p.n}, sequences {p.sequences}"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+@pytest.mark.xfail(strict=False, raises=AssertionError, reason=(
     "strategies/problems.py: a problem that only needs non-orthonormal embeddings shrinks to K = d > 2 "
-    "(9 at 36b7151, 3 at f923f89; n = 1) under the ci settings: drawn_problems draws the embedding kind after the "
-    "structure, so shrinking K re-aligns the kind's choice onto 'orthonormal'.  Drawing the embedding "
-    "kind, d - K and seed before the structure shrinks it to K = d = 2 (checked with a local variant)."))
+    "(9 at 36b7151, 3 at f923f89, 2 or 7 after the nearly_collinear kind was added, depending on the run) "
+    "under the ci settings: drawn_problems draws the embedding kind after the structure, so shrinking K "
+    "re-aligns the kind's choice.  Drawing the embedding kind, d - K and seed before the structure shrinks "
+    "it to K = d = 2 (checked with a local variant)."))
 def test_minimal_ill_conditioned_problem_has_two_tokens(minimal_ill_conditioned):
     p = minimal_ill_conditioned.problem
     assert p.K == 2 and p.d == 2, f"K = {p.K}, d = {p.d}"

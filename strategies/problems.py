@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from theory.problem import Problem
 
 SHAPES = ("acyclic", "cyclic", "mixed", "svm_zero")
-EMBEDDINGS = ("orthonormal", "gaussian", "ill_conditioned")
+EMBEDDINGS = ("orthonormal", "gaussian", "ill_conditioned", "nearly_collinear")
 MAX_CONDITION = 1e3
 
 
@@ -184,9 +184,25 @@ def embeddings(draw, K: int, d=None, kinds=st.sampled_from(EMBEDDINGS), max_cond
             E = E @ Q
         return E
     rng = _rng(draw, "embedding_seed")
-    if kind == "gaussian":
+    if kind == "gaussian" or (kind == "nearly_collinear" and K < 2):
         E = rng.normal(size=(K, d))
         return E / np.linalg.norm(E, axis=1, keepdims=True)
+    if kind == "nearly_collinear":
+        E = rng.normal(size=(K, d))
+        E /= np.linalg.norm(E, axis=1, keepdims=True)
+        i, j = draw(st.lists(st.integers(0, K - 1), min_size=2, max_size=2, unique=True), label="collinear_pair")
+        n = rng.normal(size=d)
+        n -= (n @ E[i]) * E[i]
+        n /= np.linalg.norm(n)
+        delta = 10.0 ** draw(st.floats(-4.0, -1.0), label="log10_delta")
+        c = draw(st.floats(0.5, 2.0), label="collinear_scale")
+        while True:
+            E[j] = c * (E[i] + delta * n)
+            if np.linalg.cond(E) <= max_condition or delta >= 1.0:
+                break
+            delta *= 2.0
+        event(f"nearly collinear: condition number 10^{int(np.log10(np.linalg.cond(E)))}")
+        return E
     cond = draw(st.floats(min(10.0, max_condition), max_condition), label="condition_number")
     U, _ = np.linalg.qr(rng.normal(size=(K, K)))
     V, _ = np.linalg.qr(rng.normal(size=(d, d)))

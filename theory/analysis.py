@@ -41,17 +41,25 @@ class Analysis:
         p = self.problem
         out = {"vocab_size": p.K, "dim": p.d, "samples": p.n, "assumptions": p.assumptions(),
                "graphs": {str(k): g.to_json() for k, g in self.graphs.items()},
-               "svm": {"W": self.svm.W.tolist(), "norm": self.svm.norm},
+               "certificate": self.svm.certificate.get("certificate", "float"),
+               "svm": {"W": self.svm.W.tolist(), "norm": self.svm.norm,
+                       "certificate": {k: v for k, v in self.svm.certificate.items() if k != "certificate"}},
                "cyclic_subspace": {"dim": self.space.dim}}
         if self.finite is not None:
-            out["finite"] = {"W": self.finite.W.tolist()}
+            f = self.finite
+            out["finite"] = {"W": f.W.tolist(), "grad_norm": f.grad_norm}
+            if f.error_bound is not None:
+                out["finite"].update(error_bound=f.error_bound, grad_norm_extended=f.grad_norm_extended,
+                                     min_curvature=f.min_curvature)
         return out
 
 
-def analyze(problem: Problem, name: str = "problem", finite: bool = True, loss: str = "log") -> Analysis:
-    """Graphs, certified ``W^svm``, ``S_fin`` and certified ``W^fin`` (of ``L̃`` for ``loss``)."""
+def analyze(problem: Problem, name: str = "problem", finite: bool = True, loss: str = "log",
+            bound: bool = False) -> Analysis:
+    """Graphs, certified ``W^svm`` (exactly), ``S_fin`` and certified ``W^fin`` (of ``L̃`` for ``loss``);
+    ``bound`` adds W^fin's a-posteriori error bound (gradient at 40 digits; what ``analyze`` prints)."""
     graphs = token_priority_graphs(problem)
     svm = graph_svm(problem, graphs, name=name)
     space = cyclic_subspace(problem, graphs)
-    fin = finite_component(problem, graphs, space, loss=loss, name=name) if finite else None
+    fin = finite_component(problem, graphs, space, loss=loss, name=name, bound=bound) if finite else None
     return Analysis(problem, graphs, svm, space, fin)

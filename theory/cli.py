@@ -64,7 +64,7 @@ def _analyze(args) -> dict:
     from theory.problem import Problem
 
     problem = Problem.load(args.file)
-    return analyze(problem, name=args.file, loss=problem.loss).to_json()
+    return analyze(problem, name=args.file, loss=problem.loss, bound=True).to_json()
 
 
 def _train(args) -> dict:

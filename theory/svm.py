@@ -18,6 +18,7 @@ import cvxpy as cp
 import numpy as np
 from scipy.optimize import linprog
 
+from theory.exact import ExactCertificateError, certify_exact, certify_infeasible_exact
 from theory.graphs import TPG, token_priority_graphs
 from theory.problem import Problem
 
@@ -73,65 +74,126 @@ class SVMSolution:
         return float(np.linalg.norm(self.W))
 
 
-def certify(w, lam, mu, cons: Constraints, name: str, rel_tol: float = TOL) -> dict:
-    """Check a Graph-SVM primal-dual pair; raise :class:`SolverError` with the failing quantity."""
-    scale = max(1.0, float(np.abs(cons.dominate).max(initial=0)), float(np.abs(cons.equal).max(initial=0)))
-    tol = rel_tol * scale * max(1.0, float(np.linalg.norm(w)))
-    eq_res = float(np.abs(cons.equal @ w).max(initial=0.0))
+def _relative(w, lam, mu, cons: Constraints):
+    """The scale-free quantities of a primal-dual pair (see :func:`certify`)."""
+    wn = float(np.linalg.norm(w))
+    an = np.linalg.norm(cons.dominate, axis=1)
+    cn = np.linalg.norm(cons.equal, axis=1) if len(cons.equal) else np.zeros(0)
+    wn_ = wn if wn > 0 else 1.0
+    eq_rel = np.abs(cons.equal @ w) / np.maximum(cn * wn_, np.finfo(float).tiny) if len(cons.equal) else np.zeros(0)
     slack = cons.dominate @ w - 1.0
-    min_slack = float(slack.min(initial=np.inf))
-    stat = w - cons.dominate.T @ lam + cons.equal.T @ mu
-    stat_res = float(np.linalg.norm(stat))
-    comp = float(np.abs(lam * slack).max(initial=0.0))
+    slack_rel = slack / np.maximum(an * wn_, np.finfo(float).tiny)
+    size = wn + float(np.abs(lam) @ an) + (float(np.abs(mu) @ cn) if len(mu) else 0.0)
+    size = size if size > 0 else 1.0
+    nu = lam * an / size  # each multiplier's share of the stationarity sum
+    return eq_rel, slack, slack_rel, nu, size
+
+
+def certify(w, lam, mu, cons: Constraints, name: str, rel_tol: float = TOL) -> dict:
+    """Check a Graph-SVM primal-dual pair; raise :class:`SolverError` with the failing quantity.
+
+    Every check is invariant to rescaling the problem (``E -> αE`` sends rows to ``α² r``, ``W`` to
+    ``W/α²`` and multipliers to ``λ/α⁴``), so an ill-conditioned problem with ``||W^svm|| = 7e3`` and
+    multipliers ``2e7`` is judged exactly like a well-scaled one:
+
+    * equality residual ``|r_e . W| / (||r_e|| ||W||)`` (the relative accuracy of a computed dot product);
+    * feasibility ``(r_b . W - 1) / (||r_b|| ||W||) >= -tol``;
+    * stationarity ``||W - Σ λ_b r_b + Σ μ_e r_e|| / (||W|| + Σ |λ_b| ||r_b|| + Σ |μ_e| ||r_e||)``;
+    * complementarity ``max_b ν_b |σ_b|`` with ``ν_b = λ_b ||r_b|| / (that same sum)`` (the multiplier's
+      share, in [0, 1]) and ``σ_b`` the relative slack above;
+    * dual feasibility ``ν_b >= -tol``.
+    """
+    eq_rel, slack, slack_rel, nu, size = _relative(w, lam, mu, cons)
+    tol = rel_tol
+    eq_res = float(eq_rel.max(initial=0.0))
+    min_slack = float(slack_rel.min(initial=np.inf))
+    stat = w - cons.dominate.T @ lam + (cons.equal.T @ mu if len(cons.equal) else 0.0)
+    stat_res = float(np.linalg.norm(stat)) / size
+    comp = float(np.abs(nu * slack_rel).max(initial=0.0))
+    min_dual = float(nu.min(initial=0.0))
     cert = {"equality_residual": eq_res, "min_slack": min_slack, "stationarity": stat_res,
-            "complementarity": comp, "min_dual": float(lam.min(initial=0.0)), "tol": tol}
+            "complementarity": comp, "min_dual": min_dual, "tol": tol, "relative": True}
     failures = [f"equality residual {eq_res:.2e}" if eq_res > tol else None,
                 f"smallest slack {min_slack:.2e} < 0" if min_slack < -tol else None,
-                f"stationarity residual {stat_res:.2e}" if stat_res > 10 * tol else None,
-                f"complementary slackness {comp:.2e}" if comp > 10 * tol else None,
-                f"negative dual {lam.min():.2e}" if lam.size and lam.min() < -tol else None]
+                f"stationarity residual {stat_res:.2e}" if stat_res > tol else None,
+                f"complementary slackness {comp:.2e}" if comp > tol else None,
+                f"negative dual {min_dual:.2e}" if min_dual < -tol else None]
     failures = [f for f in failures if f]
     if failures:
-        raise SolverError(f"Graph-SVM of {name}: certificate failed: {'; '.join(failures)} (tol {tol:.1e})")
+        raise SolverError(f"Graph-SVM of {name}: certificate failed: {'; '.join(failures)} "
+                          f"(relative tol {tol:.1e})")
     return cert
 
 
-def _confirm_infeasible(cons: Constraints, name: str) -> None:
+def _confirm_infeasible(cons: Constraints, name: str, E: np.ndarray | None = None) -> None:
     n = cons.dominate.shape[1]
-    res = linprog(np.zeros(n), A_ub=-cons.dominate, b_ub=-np.ones(len(cons.dominate)),
-                  A_eq=cons.equal if len(cons.equal) else None,
+    # rows scaled to unit norm (zero rows kept as they are) and margins scaled alike: the LP's verdict
+    # must not depend on the scale of E
+    an = np.linalg.norm(cons.dominate, axis=1)
+    s = float(an.max()) if an.max() > 0 else 1.0
+    an_ = np.where(an > 0, an, s)
+    cn = np.linalg.norm(cons.equal, axis=1) if len(cons.equal) else np.zeros(0)
+    res = linprog(np.zeros(n), A_ub=-cons.dominate / an_[:, None], b_ub=-s / an_,
+                  A_eq=cons.equal / np.where(cn > 0, cn, 1.0)[:, None] if len(cons.equal) else None,
                   b_eq=np.zeros(len(cons.equal)) if len(cons.equal) else None,
                   bounds=(None, None), method="highs")
     if res.status != 2:
         raise SolverError(f"Graph-SVM of {name}: Clarabel reports infeasible but the LP check "
                           f"finds the constraints feasible (status {res.status}: {res.message})")
-    raise GraphSVMInfeasible(f"Graph-SVM of {name}: infeasible (no W meets the >= 1 margins with the "
-                             "equalities; the embeddings are dependent)")
+    farkas = None
+    if E is not None:
+        try:
+            farkas = certify_infeasible_exact(E, cons.equal_pairs, cons.dominate_pairs, name)
+        except ExactCertificateError as exc:
+            raise SolverError(str(exc)) from None
+    err = GraphSVMInfeasible(f"Graph-SVM of {name}: infeasible (no W meets the >= 1 margins with the "
+                             "equalities; the embeddings are dependent"
+                             + ("; exact Farkas certificate)" if farkas is not None else ")"))
+    err.farkas = farkas
+    raise err
 
 
 def graph_svm(problem: Problem, graphs: dict[int, TPG] | None = None, reachability: bool = False,
-              name: str = "problem") -> SVMSolution:
-    """Solve and certify the Graph-SVM.  ``W^svm = 0`` is recognised without a solver when no ``⇒`` exists."""
+              name: str = "problem", exact: bool = True) -> SVMSolution:
+    """Solve and certify the Graph-SVM.  ``W^svm = 0`` is recognised without a solver when no ``⇒`` exists.
+
+    With ``exact`` (the default) the answer is also certified in rational arithmetic from the float64
+    data (:mod:`theory.exact`): ``certificate["certificate"] == "exact"``, with the float answer's
+    relative distance from the exact one; infeasibility carries an exact Farkas certificate.
+    """
     cons = constraints(problem, graphs, reachability)
     d = problem.d
     if len(cons.dominate) == 0:
-        return SVMSolution(np.zeros((d, d)), np.zeros(0), np.zeros(0), {"solver": "none: no ⇒ edge"})
+        return SVMSolution(np.zeros((d, d)), np.zeros(0), np.zeros(0),
+                           {"solver": "none: no ⇒ edge", "certificate": "exact" if exact else "float"})
+    an = np.linalg.norm(cons.dominate, axis=1)
+    if not an.all():  # a ⇒ row (e_i - e_j) e_k^T = 0 (e_i = e_j or e_k = 0): 0 >= 1 is infeasible
+        _confirm_infeasible(cons, name, problem.E if exact else None)
+    # The solver sees a scale-free problem: unit rows, margins s/||a_b|| with s = max ||a_b||, variable
+    # ŵ = s w.  Same minimizer (||w||² = ||ŵ||²/s²); without it, E -> 2^-12 E (rows 6e-8, ||W|| 2e7)
+    # made Clarabel report a feasible problem infeasible.
+    s = float(an.max())
+    cn = np.linalg.norm(cons.equal, axis=1) if len(cons.equal) else np.zeros(0)
+    keep = cn > 0  # a zero equality row is 0 = 0
     w = cp.Variable(d * d)
-    cs = [cons.dominate @ w >= 1]
-    if len(cons.equal):
-        cs.append(cons.equal @ w == 0)
+    cs = [(cons.dominate / an[:, None]) @ w >= s / an]
+    if keep.any():
+        cs.append((cons.equal[keep] / cn[keep, None]) @ w == 0)
     prob = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w)), cs)
     try:
         prob.solve(solver=cp.CLARABEL)
     except cp.SolverError as exc:
         raise SolverError(f"Graph-SVM of {name}: Clarabel failed ({exc})") from None
     if prob.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
-        _confirm_infeasible(cons, name)
+        _confirm_infeasible(cons, name, problem.E if exact else None)
     if prob.status != cp.OPTIMAL:
         raise SolverError(f"Graph-SVM of {name}: Clarabel status {prob.status!r}, not optimal")
-    wv = np.asarray(w.value)
-    lam = np.asarray(cs[0].dual_value).ravel()
-    mu = np.asarray(cs[1].dual_value).ravel() if len(cons.equal) else np.zeros(0)
+    # back to the original rows: w = ŵ/s, λ_b = λ̂_b/(s ||a_b||), μ_e = μ̂_e/(s ||c_e||)
+    wv = np.asarray(w.value) / s
+    lam = np.asarray(cs[0].dual_value).ravel() / (s * an)
+    mu = np.zeros(len(cons.equal))
+    if keep.any():
+        mu[keep] = np.asarray(cs[1].dual_value).ravel() / (s * cn[keep])
     cert = certify(wv, lam, mu, cons, name, rel_tol=RAW_TOL)
     cert["solver"] = "clarabel"
     polished = _polish(wv, lam, cons)
@@ -139,6 +201,15 @@ def graph_svm(problem: Problem, graphs: dict[int, TPG] | None = None, reachabili
         wv, lam, mu = polished
         cert = certify(wv, lam, mu, cons, name)
         cert["solver"] = "clarabel + active-set polish"
+    cert["certificate"] = "float"
+    if exact:
+        seed = lam if polished is not None else np.where(_relative(wv, lam, mu, cons)[3] > 1e-6, lam, 0.0)
+        try:
+            ex = certify_exact(problem.E, cons.equal_pairs, cons.dominate_pairs, wv.reshape(d, d), seed, name)
+        except ExactCertificateError as exc:
+            raise SolverError(str(exc)) from None
+        cert.update(certificate="exact", exact_distance=ex.distance, exact_min_margin=float(ex.min_margin),
+                    exact_active=len(ex.active), exact_iterations=ex.iterations)
     return SVMSolution(wv.reshape(d, d), cons.dominate @ wv, lam, cert)
 
 
@@ -149,8 +220,10 @@ def _polish(w, lam, cons: Constraints, max_iter: int = 20):
     step.  The result is kept only if it is a KKT point to 1e-9 (and is re-certified by the caller);
     otherwise the solver's own (certified) answer stands."""
     A, Aeq = cons.dominate, cons.equal
-    tol = 1e-9 * max(1.0, float(np.linalg.norm(w)))
-    active = (A @ w - 1.0 < 1e-6 * max(1.0, float(np.linalg.norm(w)))) | (lam > 1e-6 * max(1.0, lam.max()))
+    _, _, slack_rel, nu, _ = _relative(w, lam, np.zeros(len(Aeq)), cons)
+    active = (slack_rel < 1e-6) | (nu > 1e-6)
+    an = np.linalg.norm(A, axis=1)
+    rn = np.concatenate([an, np.linalg.norm(Aeq, axis=1) if len(Aeq) else np.zeros(0)])
     for _ in range(max_iter):
         k = int(active.sum())
         M = np.vstack([A[active], Aeq])
@@ -159,12 +232,17 @@ def _polish(w, lam, cons: Constraints, max_iter: int = 20):
         y = np.linalg.lstsq(M.T, wp, rcond=None)[0]
         lam_p = np.zeros_like(lam)
         lam_p[active] = y[:k]
-        slack = A @ wp - 1.0
-        if np.abs(M @ wp - rhs).max(initial=0) > tol:
+        wn = max(float(np.linalg.norm(wp)), np.finfo(float).tiny)
+        tol = 1e-9
+        # relative: residuals over ||row|| ||W||, multipliers as their share of the stationarity sum
+        slack = (A @ wp - 1.0) / np.maximum(an * wn, np.finfo(float).tiny)
+        Mn = np.concatenate([rn[:len(A)][active], rn[len(A):]])
+        if (np.abs(M @ wp - rhs) / np.maximum(Mn * wn, np.finfo(float).tiny)).max(initial=0) > tol:
             return None
-        worst_dual = int(np.argmin(np.where(active, lam_p, np.inf))) if k else -1
+        share = lam_p * an / (wn + float(np.abs(lam_p) @ an))
+        worst_dual = int(np.argmin(np.where(active, share, np.inf))) if k else -1
         worst_slack = int(np.argmin(np.where(active, np.inf, slack)))
-        if k and lam_p[worst_dual] < -tol:
+        if k and share[worst_dual] < -tol:
             active[worst_dual] = False
         elif not active[worst_slack] and slack[worst_slack] < -tol:
             active[worst_slack] = True

@@ -1,0 +1,189 @@
+"""Certificates of the Graph-SVM and W^fin: scale-free float checks, exact rational KKT and Farkas
+certificates (theory.exact), and W^fin's a-posteriori error bound.
+
+The exact certificates are re-checked here with Python's own ``fractions.Fraction``, independently of
+python-flint: ``W = Σ y_b r_b`` is rebuilt entry by entry from the float64 data, every equality row must be
+exactly 0, every ``⇒`` margin exactly >= 1, every multiplier of a ``⇒`` row exactly >= 0.
+"""
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import event, given, note, settings
+from hypothesis import strategies as st
+
+from properties.helpers import describe, note_problem
+from strategies.problems import MAX_CONDITION, problems
+from strategies.relaxations import relaxed_cases
+from theory import cli
+from theory.analysis import analyze
+from theory.exact import DISTANCE_TOL, ExactCertificateError, certify_exact
+from theory.problem import Problem
+from theory.svm import TOL, GraphSVMInfeasible, SolverError, certify, constraints, graph_svm
+
+pytestmark = pytest.mark.theorem("Reference")
+
+ISSUE_CASE = {"embeddings": [[0.075272, -0.40193855, -0.33039445, 0.58336016],
+                             [0.05840142, -0.31786204, -0.26079107, 0.45918678]],
+              "sequences": [[1, 0], [0, 1]], "labels": [1, 0], "loss": "log"}
+
+
+def fraction_rows(E, pairs):
+    """Rows ``vec((e_i - e_j) e_k^T)`` in exact rationals straight from the float entries."""
+    Ef = [[Fraction(float(x)) for x in row] for row in E]
+    return [[(Ef[i][a] - Ef[j][a]) * Ef[k][c] for a in range(len(Ef[0])) for c in range(len(Ef[0]))]
+            for k, i, j in pairs]
+
+
+def check_kkt_with_fractions(E, cons, multipliers) -> list[str]:
+    """Independent exact KKT check; returns the failures (empty when the certificate holds)."""
+    rows = fraction_rows(E, list(cons.equal_pairs) + list(cons.dominate_pairs))
+    neq = len(cons.equal_pairs)
+    n2 = len(rows[0]) if rows else 0
+    W = [Fraction(0)] * n2
+    for r, y in multipliers.items():
+        yf = Fraction(int(y.p), int(y.q))
+        if r >= neq and yf < 0:
+            return [f"multiplier of ⇒ row {r - neq} is {float(yf):.3g} < 0"]
+        W = [w + yf * x for w, x in zip(W, rows[r])]
+    fails = []
+    for r, row in enumerate(rows):
+        m = sum((w * x for w, x in zip(W, row)), Fraction(0))
+        if r < neq and m != 0:
+            fails.append(f"equality row {r}: {float(m):.3g} != 0")
+        if r >= neq and m < 1:
+            fails.append(f"⇒ row {r - neq}: margin {float(m):.17g} < 1")
+        if r >= neq and r in multipliers and multipliers[r] != 0 and m != 1:
+            fails.append(f"⇒ row {r - neq} has a multiplier but margin {float(m):.17g} != 1")
+    return fails
+
+
+def test_issue_case_is_certified_exactly(capsys, tmp_path):
+    """Regression: condition number 810, ||W^svm|| ~ 6845, multipliers ~2e7 (exit 3 before the
+    certificate was made scale-free)."""
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(ISSUE_CASE))
+    assert cli.main(["analyze", str(path)]) == 0, capsys.readouterr().err
+    out = json.loads(capsys.readouterr().out)
+    assert out["certificate"] == "exact"
+    assert abs(out["svm"]["norm"] - 6845.28) < 0.01
+    assert out["svm"]["certificate"]["exact_distance"] <= DISTANCE_TOL
+
+
+@given(p=problems(embedding_kinds=st.sampled_from(["nearly_collinear", "ill_conditioned"]),
+                  max_condition=MAX_CONDITION))
+@settings(max_examples=60)
+def test_every_problem_in_the_domain_is_certified_exactly(p):
+    """Nearly collinear pairs and condition numbers up to the strategies' bound (1e3): the Graph-SVM is
+    solved, certified scale-free at 1e-9 and exactly, and the exact multipliers pass an independent
+    rational KKT check."""
+    note_problem(p)
+    cond = float(np.linalg.cond(p.E))
+    event(f"condition number 10^{int(np.log10(cond))}")
+    cons = constraints(p)
+    sol = graph_svm(p, name="drawn")
+    assert sol.certificate["certificate"] == "exact"
+    if not len(cons.dominate):
+        event("W^svm = 0 (no ⇒ edge)")
+        return
+    ex = certify_exact(p.E, cons.equal_pairs, cons.dominate_pairs, sol.W, sol.duals)
+    fails = check_kkt_with_fractions(p.E, cons, ex.multipliers)
+    assert not fails, f"exact KKT check: {fails}\nproblem file: {describe(p)}"
+
+
+@given(p=problems(), alpha=st.sampled_from([2.0**-12, 0.37, 3.7, 1e3]))
+@settings(max_examples=30)
+def test_certificate_is_invariant_to_scale(p, alpha):
+    """``E -> αE`` sends W^svm to ``W^svm/α²``; the certificate's measures do not move (beyond rounding)."""
+    q = Problem.create(alpha * p.E, p.sequences, p.labels, p.loss)
+    a, b = graph_svm(p), graph_svm(q)
+    if a.norm == 0:
+        assert b.norm == 0
+        return
+    rel = np.linalg.norm(b.W * alpha**2 - a.W) / a.norm
+    assert rel < 1e-8, f"W^svm(αE) α² differs from W^svm(E) by {rel:.2e} (α = {alpha})\n{describe(p)}"
+    for key in ("equality_residual", "stationarity", "complementarity"):
+        assert b.certificate[key] <= TOL and a.certificate[key] <= TOL
+
+
+def test_float_certificate_rejects_planted_errors():
+    """Calibration: the scale-free certificate fails on a W moved off the optimum by 1e-6 (relative), and
+    on a multiplier with its sign flipped -- on the issue's badly scaled case and on its rescaled twin."""
+    for alpha in (1.0, 1e3):
+        p = Problem.create(alpha * np.array(ISSUE_CASE["embeddings"]), ISSUE_CASE["sequences"], ISSUE_CASE["labels"])
+        cons = constraints(p)
+        sol = graph_svm(p)
+        w, lam, mu = sol.W.ravel(), sol.duals, np.zeros(len(cons.equal))
+        certify(w, lam, mu, cons, "ok")
+        with pytest.raises(SolverError, match="certificate failed"):
+            certify(w * (1 - 1e-6), lam, mu, cons, "shrunk W")  # every margin 1e-6 short of 1
+        with pytest.raises(SolverError, match="certificate failed"):
+            certify(w, -lam, mu, cons, "flipped multipliers")
+
+
+def test_exact_certificate_rejects_a_float_answer_off_by_1e9():
+    """Calibration of the distance check: a float W^svm 1e-9 (relative) off the exact one is refused."""
+    p = Problem.load("examples/li_cyclic_trial0.json")
+    cons = constraints(p)
+    sol = graph_svm(p)
+    rng = np.random.default_rng(0)
+    D = rng.normal(size=sol.W.shape)
+    W_off = sol.W + 1e-9 * sol.norm * D / np.linalg.norm(D)
+    with pytest.raises(ExactCertificateError, match="from the exact"):
+        certify_exact(p.E, cons.equal_pairs, cons.dominate_pairs, W_off, sol.duals)
+
+
+@given(case=relaxed_cases("dependent"))
+@settings(max_examples=25)
+def test_infeasible_problems_carry_an_exact_farkas_certificate(case):
+    """Dependent embeddings that make the Graph-SVM infeasible: ``Σ λ r_b + Σ μ r_e = 0`` exactly with
+    ``λ >= 0``, ``Σ λ = 1`` (checked here with Fractions)."""
+    p = case.problem
+    try:
+        graph_svm(p, name="dependent")
+    except GraphSVMInfeasible as exc:
+        farkas = exc.farkas
+    else:
+        event("feasible despite dependent embeddings")
+        return
+    event("infeasible")
+    cons = constraints(p)
+    rows = fraction_rows(p.E, list(cons.equal_pairs) + list(cons.dominate_pairs))
+    neq = len(cons.equal_pairs)
+    F = lambda v: Fraction(int(v.p), int(v.q))  # noqa: E731
+    total = [Fraction(0)] * len(rows[0])
+    for b, lam in farkas.lam.items():
+        assert F(lam) >= 0, f"negative λ {float(F(lam))}"
+        total = [t + F(lam) * x for t, x in zip(total, rows[neq + b])]
+    for e, mu in farkas.mu.items():
+        total = [t + F(mu) * x for t, x in zip(total, rows[e])]
+    assert sum(F(v) for v in farkas.lam.values()) == 1
+    assert all(t == 0 for t in total), f"Farkas combination is not zero\n{describe(p)}"
+
+
+@given(p=problems(embedding_kinds=st.sampled_from(["orthonormal", "gaussian"])), data=st.data())
+@settings(max_examples=20)
+def test_finite_error_bound_brackets_a_planted_offset(p, data):
+    """W^fin's bound ``||grad|| / λ_min`` at ``W^fin + δ`` (δ in S_fin, ||δ|| = 1e-6) is at least
+    ``||δ||`` (it is a bound) and at most ``(λ_max/λ_min) ||δ||`` (it is not vacuous), to first order."""
+    from theory.finite import _Objective, error_bound, limit_data
+
+    an = analyze(p, bound=True)
+    if an.space.dim == 0:
+        event("S_fin = {0}")
+        return
+    assert an.finite.error_bound <= 1e-12 * max(1.0, float(np.linalg.norm(an.finite.W))) + 1e-12
+    f = _Objective(p, an.space, limit_data(p, an.graphs, "log"))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="offset seed"))
+    v = rng.normal(size=an.space.dim)
+    v *= 1e-6 / np.linalg.norm(v)
+    theta = an.finite.theta + v
+    H = f.hessian(theta)
+    bound, _, lo = error_bound(p, an.space, f.data, theta, H)
+    hi = float(np.linalg.eigvalsh(H)[-1])
+    note(f"bound {bound:.3e}, offset 1e-6, curvature [{lo:.3g}, {hi:.3g}]")
+    assert bound >= 1e-6 * (1 - 1e-3), f"error bound {bound:.3e} below the planted offset 1e-6"
+    assert bound <= 1e-6 * (hi / lo) * (1 + 1e-3), f"error bound {bound:.3e} vacuous (κ_H = {hi / lo:.3g})"
