@@ -33,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--step-size", type=float, required=True)
     t.add_argument("--normalized", action="store_true", help="normalized GD: W <- W - eta grad/||grad||")
     t.add_argument("--init", help="JSON file holding a d x d matrix W(0)")
-    t.add_argument("--engine", default="auto", help="auto (compiled when available), numpy, or compiled")
+    t.add_argument("--engine", default="auto", help="auto (compiled when available), numpy, compiled, or extended (50 digits; slow)")
     r = sub.add_parser("reproduce", help="run one of the papers' experiments")
     r.add_argument("experiment", choices=sorted(EXPERIMENTS))
     r.add_argument("--trials", type=int, default=None, help="trials (Li et al. experiments; default 10)")
@@ -79,7 +79,9 @@ def _train(args) -> dict:
         raise ProblemError(f"--step-size: expected a positive number, got {args.step_size}")
     W0 = _load_matrix(args.init, problem.d) if args.init else None
     an = analyze(problem, name=args.file, loss=problem.loss)
-    if args.engine != "numpy":  # "seconds" is training time, not the one-off load of the compiled kernels
+    if args.engine not in ("numpy", "compiled", "auto", "extended"):
+        raise ProblemError(f"--engine: expected auto, numpy, compiled or extended, got {args.engine!r}")
+    if args.engine not in ("numpy", "extended"):  # "seconds" is training time, not the one-off load of the compiled kernels
         try:
             from theory.engine import warm_up
         except ImportError:

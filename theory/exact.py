@@ -295,3 +295,41 @@ def mp_subspace_gradient_norm(E, basis, theta, data, digits: int = 40) -> float:
             comp = mpmath.fsum(mpmath.mpf(float(basis[k, a, c])) * gW[a, c] for a in range(d) for c in range(d))
             total += comp * comp
         return float(mpmath.sqrt(total))
+
+
+def gd_extended(A0: np.ndarray, data, M: np.ndarray, eta: float, checkpoints, normalized: bool = False,
+                digits: int = 50, progress=None):
+    """Token-space GD (the iteration of :func:`theory.training.gd_numpy`) with every quantity -- scores,
+    gradient, step -- held at ``digits`` digits: the replay that tells a property of the theory from an
+    artefact of float64.  Returns ``(B, losses)`` at the checkpoints as floats (losses are NaN: not
+    evaluated).  Slow (~1 ms per step at K = 3): for replaying single counterexamples.
+    """
+    import mpmath
+
+    cps = [int(c) for c in checkpoints]
+    K = A0.shape[0]
+    with mpmath.workdps(digits):
+        A = mpmath.matrix(A0.tolist())
+        B = mpmath.zeros(K, K)
+        Mm = mpmath.matrix(M.tolist())
+        eta_m = mpmath.mpf(float(eta))
+        out = []
+        c = 0
+        for t in range(cps[-1] + 1):
+            if t == cps[c]:
+                out.append(np.array([[float(B[i, j]) for j in range(K)] for i in range(K)]))
+                c += 1
+                if c == len(cps):
+                    break
+            Al = [[A[i, j] for j in range(K)] for i in range(K)]
+            G = mpmath.matrix(mp_score_gradient(Al, data, digits))
+            Y = Mm * G * Mm
+            s = eta_m
+            if normalized:
+                gn = mpmath.sqrt(mpmath.fsum(G[i, j] * Y[i, j] for i in range(K) for j in range(K)))
+                s = eta_m / gn if gn > 0 else mpmath.mpf(0)
+            A -= s * Y
+            B += s * G
+            if progress is not None and t % 1000 == 0:
+                progress(t)
+    return np.array(out), np.full(len(out), np.nan)

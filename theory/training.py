@@ -173,17 +173,22 @@ def train(problem: Problem, steps: int, eta: float, normalized: bool = False, W0
 
 def run_gd(A0, data, M, eta, checkpoints, normalized, engine: str = "auto"):
     """Dispatch to a token-space GD engine: ``numpy`` (the reference :func:`gd_numpy`), ``compiled``
-    (:func:`theory.engine.gd_compiled`, numba) or ``auto`` (compiled when numba imports)."""
+    (:func:`theory.engine.gd_compiled`, numba), ``extended`` (:func:`theory.exact.gd_extended`, 50 digits,
+    slow: for replaying a counterexample) or ``auto`` (compiled when numba imports)."""
     if engine == "numpy":
         return gd_numpy(A0, data, M, eta, checkpoints, normalized)
     if engine == "compiled":
         from theory.engine import gd_compiled  # an ImportError here is the honest answer
 
         return gd_compiled(A0, data, M, eta, checkpoints, normalized)
+    if engine == "extended":  # 50 digits throughout: the replay of a single counterexample
+        from theory.exact import gd_extended
+
+        return gd_extended(A0, data, M, eta, checkpoints, normalized)
     if engine == "auto":
         try:
             from theory.engine import gd_compiled
         except ImportError:
             return gd_numpy(A0, data, M, eta, checkpoints, normalized)
         return gd_compiled(A0, data, M, eta, checkpoints, normalized)
-    raise ValueError(f"unknown engine {engine!r} (expected auto, numpy or compiled)")
+    raise ValueError(f"unknown engine {engine!r} (expected auto, numpy, compiled or extended)")
