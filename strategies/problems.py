@@ -171,8 +171,9 @@ def _rng(draw, label):
 @st.composite
 def embeddings(draw, K: int, d=None, kinds=st.sampled_from(EMBEDDINGS), max_condition: float = MAX_CONDITION) -> np.ndarray:
     """K x d embeddings of a kind drawn from ``kinds``: ``orthonormal`` (shrinks to [I 0]),
-    ``gaussian`` (unit-norm Gaussian rows, as the paper) or ``ill_conditioned`` (independent,
-    condition number in [min(10, max_condition), max_condition])."""
+    ``gaussian`` (unit-norm Gaussian rows, as the paper), ``ill_conditioned`` (independent,
+    condition number in [min(10, max_condition), max_condition]) or ``nearly_collinear`` (one pair of rows
+    nearly parallel, condition number at most ``max_condition``)."""
     d = draw(d if d is not None else st.integers(K, K + 3), label="d")
     if d < K:
         raise ValueError(f"embeddings(): d={d} < K={K} cannot be independent; use dependent_embeddings")
@@ -188,19 +189,21 @@ def embeddings(draw, K: int, d=None, kinds=st.sampled_from(EMBEDDINGS), max_cond
         E = rng.normal(size=(K, d))
         return E / np.linalg.norm(E, axis=1, keepdims=True)
     if kind == "nearly_collinear":
-        E = rng.normal(size=(K, d))
-        E /= np.linalg.norm(E, axis=1, keepdims=True)
+        # Orthonormal rows, then row j pulled onto row i along j's own direction: E[j] = c (E[i] + delta e_j).
+        # Only the (i, j) block is ill-conditioned, so doubling delta walks the condition number down to the
+        # bound and stops for certain (at delta = 1 it is below 5 for c in [0.5, 2]).  A Gaussian base, as
+        # before, is itself ill-conditioned when d = K (stress-found: condition 2e3 with delta already 1).
+        Q, _ = np.linalg.qr(rng.normal(size=(d, d)))
+        E = Q[:K].copy()
         i, j = draw(st.lists(st.integers(0, K - 1), min_size=2, max_size=2, unique=True), label="collinear_pair")
-        n = rng.normal(size=d)
-        n -= (n @ E[i]) * E[i]
-        n /= np.linalg.norm(n)
+        n = E[j].copy()
         delta = 10.0 ** draw(st.floats(-4.0, -1.0), label="log10_delta")
         c = draw(st.floats(0.5, 2.0), label="collinear_scale")
         while True:
             E[j] = c * (E[i] + delta * n)
             if np.linalg.cond(E) <= max_condition or delta >= 1.0:
                 break
-            delta *= 2.0
+            delta = min(2.0 * delta, 1.0)
         event(f"nearly collinear: condition number 10^{int(np.log10(np.linalg.cond(E)))}")
         return E
     cond = draw(st.floats(min(10.0, max_condition), max_condition), label="condition_number")

@@ -459,8 +459,13 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
                             ell = -math.log(u)
                         cc = -1.0 / u
                     elif code == 3:
-                        ell = (1.0 - u) ** 2
-                        cc = -2.0 * (1.0 - u)
+                        # 1 - u as sum_r a_r (1 - h_r) (the masses sum to 1): exact when the
+                        # saturated token's h_r = 1, where 1.0 - u would cancel to noise.
+                        omu = 0.0
+                        for r in range(n):
+                            omu += a[r] * (1.0 - ent_h[s0 + r])
+                        ell = omu * omu
+                        cc = -2.0 * omu
                     else:
                         ell = math.exp(-u)
                         cc = -ell

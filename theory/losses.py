@@ -144,8 +144,11 @@ def _per_sample(A: np.ndarray, data: TokenData, scale: bool = False):
                 ell = np.where(u > 0, -np.log(np.where(u > 0, u, 1.0)), np.inf)
                 coef = -1.0 / u
         elif data.loss == "square":
-            ell = (1.0 - u) ** 2
-            coef = -2.0 * (1.0 - u)
+            # 1 - u = sum_t a_t (1 - h_t) since the masses sum to 1: no cancellation when the saturated
+            # token is the label of a biorthogonal head (h_y = 1), where 1.0 - u keeps no digits.
+            omu = (a * (1.0 - h)).sum(axis=1)
+            ell = omu**2
+            coef = -2.0 * omu
         elif data.loss == "exp":
             ell = np.exp(-u)
             coef = -ell
