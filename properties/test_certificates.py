@@ -16,6 +16,7 @@ from hypothesis import event, given, note, settings
 from hypothesis import strategies as st
 
 from properties.helpers import describe, note_problem
+from properties.judging import not_judged
 from strategies.problems import MAX_CONDITION, problems
 from strategies.relaxations import relaxed_cases
 from theory import cli
@@ -136,6 +137,7 @@ def test_exact_certificate_rejects_a_float_answer_off_by_1e9():
         certify_exact(p.E, cons.equal_pairs, cons.dominate_pairs, W_off, sol.duals)
 
 
+@pytest.mark.judged(floor=0.3)  # ci: 25 of 43 (58%); dependent embeddings that stay feasible, rejected draws
 @given(case=relaxed_cases("dependent"))
 @settings(max_examples=25)
 def test_infeasible_problems_carry_an_exact_farkas_certificate(case):
@@ -147,9 +149,7 @@ def test_infeasible_problems_carry_an_exact_farkas_certificate(case):
     except GraphSVMInfeasible as exc:
         farkas = exc.farkas
     else:
-        event("feasible despite dependent embeddings")
-        return
-    event("infeasible")
+        not_judged("feasible despite dependent embeddings")
     cons = constraints(p)
     rows = fraction_rows(p.E, list(cons.equal_pairs) + list(cons.dominate_pairs))
     neq = len(cons.equal_pairs)
@@ -164,6 +164,7 @@ def test_infeasible_problems_carry_an_exact_farkas_certificate(case):
     assert all(t == 0 for t in total), f"Farkas combination is not zero\n{describe(p)}"
 
 
+@pytest.mark.judged(floor=0.4)  # ci: 20 of 27 (74%); S_fin = {0} on acyclic problems, rejected draws
 @given(p=problems(embedding_kinds=st.sampled_from(["orthonormal", "gaussian"])), data=st.data())
 @settings(max_examples=20)
 def test_finite_error_bound_brackets_a_planted_offset(p, data):
@@ -173,8 +174,7 @@ def test_finite_error_bound_brackets_a_planted_offset(p, data):
 
     an = analyze(p, bound=True)
     if an.space.dim == 0:
-        event("S_fin = {0}")
-        return
+        not_judged("S_fin = {0}: no W^fin to bound")
     assert an.finite.error_bound <= 1e-12 * max(1.0, float(np.linalg.norm(an.finite.W))) + 1e-12
     f = _Objective(p, an.space, limit_data(p, an.graphs, "log"))
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="offset seed"))

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import event, given, note
 from hypothesis import strategies as st
 
+from properties.judging import not_judged
 from reports.record import record_inputs
 from strategies import drawn_problems, embeddings, structures_of
 from theory.analysis import analyze
@@ -412,6 +413,7 @@ def test_svm_zero_exactly_when_no_dominance_edge(dp):
     assert sol.W.shape == (p.d, p.d)
 
 
+@pytest.mark.judged(floor=0.5)  # ci: 25 of 29 (86%); only rejected draws so far (every structure here has a ⇒ edge)
 @given(dp=drawn_problems(structures=structures_of(["acyclic", "cyclic", "mixed"])), seed=SEEDS,
        how=st.sampled_from(["perturb_W", "shrink_W", "scale_duals", "negate_dual", "drop_equality_duals"]))
 def test_certificate_rejects_wrong_answers(dp, seed, how):
@@ -420,8 +422,7 @@ def test_certificate_rejects_wrong_answers(dp, seed, how):
     p = dp.problem
     cons = constraints(p)
     if len(cons.dominate) == 0:
-        event("no ⇒ edge (nothing to certify)")
-        return
+        not_judged("no ⇒ edge (nothing to certify)")
     sol = graph_svm(p)
     record(p, svm_norm=sol.norm)
     w, lam = sol.W.ravel(), sol.duals

@@ -167,9 +167,9 @@ def test_generator_renders_every_section(tmp_path):
         assert needle in text, f"{needle!r} not in the report"
     assert text.count("Drawings left out") == 2, "card budget not applied"
     assert "no property ran" in text  # Automaton / Section 5 had none
-    # The dashboard row of Theorem 2: 1 property, 5 examples, 0 passed, 1 failed.
-    row = text[text.index("Theorem 2 Li et al. 2024"):][:60]
-    assert row.split()[6:10] == ["1", "5", "0", "1"], row
+    # The dashboard row of Theorem 2: 1 property, 5 examples generated, 5 judged (100%), 0 passed, 1 failed.
+    row = text[text.index("Theorem 2 Li et al. 2024"):][:70]
+    assert row.split()[6:12] == ["1", "5", "5", "(100%)", "0", "1"], row
 
 
 def test_generator_cli_and_bad_folder(tmp_path):
@@ -353,3 +353,62 @@ def test_old_runs_are_pruned_and_nothing_else(tmp_path):
     _prune(tmp_path, runs[0], keep=2)
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == sorted([runs[0].name, runs[3].name, runs[4].name, "notes-20240501", "templates"]), left
+
+
+# --------------------------------------------------------------------------------------------------
+# Judged, not just generated: the floor and the targets (properties/judging.py)
+# --------------------------------------------------------------------------------------------------
+
+SYNTH_JUDGED = '''
+import pytest
+from hypothesis import given, strategies as st
+from properties.judging import aim, not_judged
+
+@pytest.mark.judged(floor=0.5)
+@given(st.integers(0, 9))
+def test_mostly_rejected(x):
+    """Judges only x >= 8: about 20%, below its floor."""
+    if x < 8:
+        not_judged("x below 8")
+
+@pytest.mark.judged(floor=0.5)
+@given(st.integers(0, 999))
+def test_mostly_judged(x):
+    if x < 200:
+        not_judged("x below 200")
+    aim("closeness", x / 999, f"x={x}")
+
+@given(st.integers(0, 99))
+def test_default_floor(x):
+    """No marker: the default floor (50%) applies."""
+    if x < 90:
+        not_judged("x below 90")
+'''
+
+
+def test_judged_floor_and_targets_are_reported(tmp_path):
+    """A property that judged fewer examples than its floor fails with the counts by reason (marked or
+    by the default floor); one above it passes; its judged counts and best target reach the report."""
+    (tmp_path / "conftest.py").write_text(SYNTH_CONFTEST)
+    (tmp_path / "test_judged.py").write_text(textwrap.dedent(SYNTH_JUDGED))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("PYTEST_ADDOPTS", None)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
+                           "--rootdir", str(tmp_path), "--report-root", str(tmp_path / "reports"), "test_judged.py"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    out = done.stdout
+    assert done.returncode == 1, out[-3000:]
+    assert "FAILED test_judged.py::test_mostly_rejected" in out and "FAILED test_judged.py::test_default_floor" in out, out[-3000:]
+    assert "test_mostly_judged" not in out.split("short test summary")[-1], out[-3000:]
+    assert "below this property's floor of 50%; not judged: x below 8:" in out, out[-3000:]
+    run = generate.load_run((tmp_path / "reports" / "latest").resolve())
+    ok = run["tests"]["test_judged.py::test_mostly_judged"]
+    stats = ok["hypothesis"][-1]
+    assert stats["judged"] == 15 and set(stats["not_judged"]) <= {"x below 200"}, stats
+    assert ok["judged"]["floor"] == 0.5 and ok["judged"]["generated"] == 15 + sum(stats["not_judged"].values())
+    best = ok["records"]["targets"]
+    assert [e["label"] for e in best] == ["closeness"] and best[0]["example"] == f"x={round(best[0]['score'] * 999)}"
+    assert best[0]["score"] >= 200 / 999, best
+    page = check_page(tmp_path / "reports" / "latest" / "index.html")
+    assert "Closest to the edge" in page.text and "closeness" in page.text
+    assert "Judged 15 of" in page.text

@@ -107,6 +107,13 @@ def _hypothesis_summary(runs: list[dict]) -> dict | None:
                 acc[k] += v
     out["phases"] = {k: dict(v) for k, v in phases.items()}
     out["runs"] = len(runs)
+    not_judged: dict[str, int] = defaultdict(int)
+    for r in runs:
+        for k, v in (r.get("not_judged") or {}).items():
+            not_judged[k] += v
+    out["judged"] = sum(r.get("judged", r.get("examples", 0)) for r in runs)
+    out["not_judged"] = sorted(not_judged.items(), key=lambda kv: (-kv[1], kv[0]))
+    out["generated"] = out["judged"] + sum(not_judged.values())
     return out
 
 
@@ -146,6 +153,7 @@ def build_context(run: dict, run_dir: Path) -> dict:
     max_cards = int(run.get("max_cards") or 12)
     groups: dict[str, dict] = {g: _empty_group(g) for g in ALWAYS_SHOWN}
     cards, relaxations, failures, pending = [], [], [], []
+    targets: dict[str, dict] = {}  # best score per hypothesis.target label, over the whole run
     seen_relaxations: dict = {}
     for i, t in enumerate(tests):
         rec = t.get("records") or {}
@@ -160,7 +168,14 @@ def build_context(run: dict, run_dir: Path) -> dict:
         t["figures"] = [_figure_within_budget(f) for f in rec.get("figure") or []]
         g = groups.setdefault(t.get("theorem", "?"), _empty_group(t.get("theorem", "?")))
         g["properties"] += 1
-        g["examples"] += (t["hyp"] or {}).get("examples", 0)
+        g["examples"] += (t["hyp"] or {}).get("generated", 0)
+        g["judged"] += (t["hyp"] or {}).get("judged", 0)
+        t["judged_floor"] = (t.get("judged") or {}).get("floor")
+        t["targets"] = sorted(rec.get("targets") or [], key=lambda e: e["label"])
+        for e in t["targets"]:
+            best = targets.setdefault(e["label"], {**e, "nodeid": t["nodeid"], "anchor": t["anchor"]})
+            if e["score"] > best["score"]:
+                best.update(e, nodeid=t["nodeid"], anchor=t["anchor"])
         g["time"] += float(t.get("duration") or 0.0)
         bucket = "failed" if t["failed"] else ("passed" if t.get("outcome") in ("passed", "xfailed") else "skipped")
         g[bucket] += 1
@@ -188,10 +203,11 @@ def build_context(run: dict, run_dir: Path) -> dict:
         cards.append(card)
         t["cards"].append(card)
     group_rows = sorted(groups.values(), key=lambda g: _group_key(g["name"]))
-    totals = {k: sum(g[k] for g in group_rows) for k in ("properties", "examples", "passed", "failed", "skipped", "time")}
+    totals = {k: sum(g[k] for g in group_rows) for k in ("properties", "examples", "judged", "passed", "failed", "skipped", "time")}
     return {
         "run": run, "tests": tests, "groups": group_rows, "totals": totals, "cards": cards,
         "relaxations": relaxations, "failures": failures, "sections": SECTIONS,
+        "targets": [targets[k] for k in sorted(targets)],
         "rerun": run.get("rerun") or rerun_command(run), "max_cards": max_cards,
         "n_failed": sum(t["failed"] for t in tests), "run_dir": str(run_dir),
     }
@@ -258,7 +274,7 @@ def _input_charts(inputs: list[dict]) -> tuple[list[str], str]:
 
 
 def _empty_group(name: str) -> dict:
-    return {"name": name, "paper": GROUPS.get(name, ""), "properties": 0, "examples": 0, "passed": 0,
+    return {"name": name, "paper": GROUPS.get(name, ""), "properties": 0, "examples": 0, "judged": 0, "passed": 0,
             "failed": 0, "skipped": 0, "time": 0.0}
 
 

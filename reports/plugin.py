@@ -88,6 +88,8 @@ def _force_seed(config, seed) -> None:
 def pytest_configure(config):
     config.addinivalue_line("markers", "theorem(name): the theorem or paper section a property checks "
                                        "(groups the report's dashboard)")
+    config.addinivalue_line("markers", "judged(floor): the least share of generated examples the property "
+                                       "must judge (see properties/judging.py)")
     if getattr(config.option, "collectonly", False) or getattr(config.option, "help", False):
         return
     workerinput = getattr(config, "workerinput", None)
@@ -200,10 +202,44 @@ def pytest_runtest_call(item):
             previous(stats)
 
     with collector.with_value(note):
-        return (yield)
+        result = yield
+    _check_judged_floor(item, found)
+    return result
+
+
+# Rejections with no reason from the property: a strategy's filter or an ``assume`` inside a strategy.
+REJECTED_DRAW = "rejected draw"
+# The floor of every @given property without its own ``judged`` marker: at least half of what Hypothesis
+# generated must have been judged (rejected draws included in the denominator).
+DEFAULT_JUDGED_FLOOR = 0.5
+NOT_JUDGED = "not judged: "  # properties.judging.NOT_JUDGED (the plugin does not import the test package)
+
+
+def _check_judged_floor(item, found: list) -> None:
+    """``@pytest.mark.judged(floor=F)``: fail when fewer than ``F`` of the generated examples were judged.
+
+    Runs only after the test body passed (a failing property already says more), on the last Hypothesis
+    run of the item (the one pytest reports)."""
+    marker = item.get_closest_marker("judged")
+    if not found or "judged" not in found[-1] or not getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+        return
+    if marker is None:
+        floor = DEFAULT_JUDGED_FLOOR
+    else:
+        floor = float(marker.kwargs.get("floor", marker.args[0] if marker.args else 0.0))
+    s = found[-1]
+    judged, skipped = s["judged"], s["not_judged"]
+    generated = judged + sum(skipped.values())
+    share = judged / generated if generated else 0.0
+    item.stash[_KEY_JUDGED] = {"judged": judged, "generated": generated, "floor": floor, "not_judged": skipped}
+    if share < floor:
+        reasons = ", ".join(f"{why}: {n}" for why, n in skipped.items()) or "none"
+        pytest.fail(f"judged {judged} of {generated} generated examples ({share:.0%}), below this property's "
+                    f"floor of {floor:.0%}; not judged: {reasons}", pytrace=False)
 
 
 _KEY_STATS = pytest.StashKey[list]()
+_KEY_JUDGED = pytest.StashKey[dict]()
 _KEY_PHASES = pytest.StashKey[dict]()
 
 
@@ -211,6 +247,7 @@ def summarize_statistics(stats: dict) -> dict:
     """Reduce Hypothesis's per-run statistics (one entry per test case) to what the report shows."""
     phases = {}
     events: Counter = Counter()
+    not_judged: Counter = Counter()
     examples = invalid = failing = cases_for_events = 0
     runtimes = []
     for phase in ("explicit", "reuse", "generate", "target", "shrink", "explain"):
@@ -227,6 +264,10 @@ def summarize_statistics(stats: dict) -> dict:
             invalid += status["invalid"] + status["overrun"]
             failing += status["interesting"]
             runtimes += [c.get("runtime", 0.0) for c in cases]
+            for c in cases:
+                if c["status"] in ("invalid", "overrun"):
+                    why = [e[len(NOT_JUDGED):] for e in c.get("events", ()) if e.startswith(NOT_JUDGED)]
+                    not_judged[why[0] if why else REJECTED_DRAW] += 1
         if phase in ("generate", "target"):
             cases_for_events += len(cases)
             for c in cases:
@@ -240,6 +281,8 @@ def summarize_statistics(stats: dict) -> dict:
         "stopped_because": stats.get("stopped-because", ""),
         "events": dict(events.most_common(40)), "event_cases": cases_for_events,
         "phases": phases, "targets": stats.get("targets", {}),
+        # judged = every valid example; not judged = rejected ones, by the reason their property gave
+        "judged": examples, "not_judged": dict(not_judged.most_common()),
         "median_runtime": runtimes[len(runtimes) // 2] if runtimes else None,
     }
 
@@ -304,6 +347,7 @@ def _write_test_line(item, info, phases) -> None:
         "text": text, "reproduce_blob": blob.group(0) if blob else None,
         "printed_seed": (seed.group(1) or seed.group(2)) if seed else None,
         "hypothesis": item.stash.get(_KEY_STATS, []),
+        "judged": item.stash.get(_KEY_JUDGED, None),
         "records": records,
     }
     path = Path(info["run_dir"]) / "data" / f"{info['worker']}.jsonl"

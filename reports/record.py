@@ -13,6 +13,8 @@ Kinds of record, each a list per test id:
 ``relaxation``      rows of the relaxation table: theorem, relaxation, expected, outcome, reason.
 ``figure``          a named PNG (bytes) or SVG (str) drawn by a reproduction.
 ``metrics``         free-form key -> number pairs shown under the property (e.g. a reproduction's means).
+``targets``         per ``hypothesis.target`` label, the best score reached and the example that reached it
+                    (one entry per label, kept by :func:`record_target`).
 """
 from __future__ import annotations
 
@@ -124,6 +126,21 @@ def record_counterexample(*, title: str, problem: dict, what_fails: str, amount:
             _pending_card[_current["test"]] = card
     else:
         _append("counterexample", card)
+
+
+def record_target(label: str, score: float, example: str | None = None) -> None:
+    """Keep the best (largest) score per label with its example; examples met while shrinking count too
+    (they are real examples, and a shrunk near-violation is easier to read)."""
+    test = _current["test"]
+    if test is None:
+        return
+    best = _store[test]["targets"]
+    for entry in best:
+        if entry["label"] == label:
+            if score > entry["score"]:
+                entry.update(score=float(score), example=example)
+            return
+    best.append({"label": label, "score": float(score), "example": example})
 
 
 def record_relaxation(*, theorem: str, relaxation: str, expected: str, outcome: str, reason: str) -> None:

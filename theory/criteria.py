@@ -142,6 +142,7 @@ def theorem1(traj, analysis) -> Verdict:
     if corr(end) < corr(mid) - 1e-9:
         fails.append(f"correlation fell over the last decade ({corr(mid):.4f} -> {corr(end):.4f})")
     fin_scale = max(1.0, float(np.linalg.norm(Wfin)))
+    m["finite_scale"] = fin_scale
     fe, fe_prev = m["finite_error"], m["finite_error_prev"]
     if fe > FINITE_MAX * fin_scale:
         fails.append(f"finite error ||Π_S W - W^fin|| = {fe:.3g} > {FINITE_MAX * fin_scale:.3g}")
@@ -152,6 +153,24 @@ def theorem1(traj, analysis) -> Verdict:
         fails.append(f"top-SCC attention {end.top_scc_mass:.4f} (needs >= {MASS_MIN} and a shrinking leak, "
                      f"was {mid.top_scc_mass:.4f})")
     return Verdict(not fails, m, fails)
+
+
+def theorem1_edges(verdict: Verdict) -> dict[str, float]:
+    """How close a Theorem 1 verdict came to each of its thresholds: 1 at the threshold, larger beyond it
+    (a violation), smaller inside.  Fed to ``hypothesis.target`` so the search climbs toward near-violations.
+
+    ``direction``: ``tan θ · ln(τ/τ₀) / DIRECTION_RATE``; ``growth``: the growth ratio's distance to its band
+    (``max(GROWTH_LO / r, r / GROWTH_HI)``); ``finite``: the S_fin error over its bound; ``leak``: the
+    attention outside the top SCC over ``1 - MASS_MIN``."""
+    m = verdict.measures
+    r = m["growth_ratio"]
+    fin_scale = max(1.0, m.get("finite_scale", 1.0))
+    return {
+        "direction": m["direction_rate"] / DIRECTION_RATE,
+        "growth": max(GROWTH_LO / r, r / GROWTH_HI) if r > 0 else float("inf"),
+        "finite": m["finite_error"] / (FINITE_MAX * fin_scale),
+        "leak": (1.0 - m["top_scc_mass"]) / (1.0 - MASS_MIN),
+    }
 
 
 GRAD_DECAY = 1e-3
