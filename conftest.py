@@ -4,6 +4,8 @@ Profiles (choose with ``--hypothesis-profile=NAME``; default ``ci``):
 
 * ``ci``     -- the test command and CI: few examples per property, derandomized so a red CI replays.
 * ``stress`` -- the main job: many times more examples, random seeds (the report gives the replay seed).
+* ``deep``   -- long unattended runs: 2000 random examples per theorem property (properties with their own
+  budget scale with it through ``properties.judging.scaled``: 80x their ci budget).
 * ``dev``    -- a quick local loop.
 
 Training properties set ``deadline=None`` themselves: a GD run is slow by nature, not by accident.
@@ -19,7 +21,6 @@ settings.register_profile("ci", max_examples=25, derandomize=True, deadline=None
 # derandomize=False explicitly: with CI set in the environment Hypothesis's default is derandomized,
 # and the stress run must stay random (the report gives the seed that replays it).
 settings.register_profile("stress", max_examples=200, derandomize=False, deadline=None, print_blob=True)
+settings.register_profile("deep", max_examples=2000, derandomize=False, deadline=None, print_blob=True)
 settings.register_profile("dev", max_examples=5, derandomize=True, deadline=None, print_blob=True)
 settings.load_profile("ci")
-
-EXAMPLES = {"ci": 1, "dev": 0.5, "stress": 10}

@@ -16,7 +16,7 @@ from hypothesis import event, given, note, settings
 from hypothesis import strategies as st
 
 from properties.helpers import describe, note_problem
-from properties.judging import not_judged
+from properties.judging import not_judged, scaled
 from strategies.problems import MAX_CONDITION, problems
 from strategies.relaxations import relaxed_cases
 from theory import cli
@@ -76,7 +76,7 @@ def test_issue_case_is_certified_exactly(capsys, tmp_path):
 
 @given(p=problems(embedding_kinds=st.sampled_from(["nearly_collinear", "ill_conditioned"]),
                   max_condition=MAX_CONDITION))
-@settings(max_examples=60)
+@settings(max_examples=scaled(60))
 def test_every_problem_in_the_domain_is_certified_exactly(p):
     """Nearly collinear pairs and condition numbers up to the strategies' bound (1e3): the Graph-SVM is
     solved, certified scale-free at 1e-9 and exactly, and the exact multipliers pass an independent
@@ -96,7 +96,7 @@ def test_every_problem_in_the_domain_is_certified_exactly(p):
 
 
 @given(p=problems(), alpha=st.sampled_from([2.0**-12, 0.37, 3.7, 1e3]))
-@settings(max_examples=30)
+@settings(max_examples=scaled(30))
 def test_certificate_is_invariant_to_scale(p, alpha):
     """``E -> αE`` sends W^svm to ``W^svm/α²``; the certificate's measures do not move (beyond rounding)."""
     q = Problem.create(alpha * p.E, p.sequences, p.labels, p.loss)
@@ -139,7 +139,7 @@ def test_exact_certificate_rejects_a_float_answer_off_by_1e9():
 
 @pytest.mark.judged(floor=0.3)  # ci: 25 of 43 (58%); dependent embeddings that stay feasible, rejected draws
 @given(case=relaxed_cases("dependent"))
-@settings(max_examples=25)
+@settings(max_examples=scaled(25))
 def test_infeasible_problems_carry_an_exact_farkas_certificate(case):
     """Dependent embeddings that make the Graph-SVM infeasible: ``Σ λ r_b + Σ μ r_e = 0`` exactly with
     ``λ >= 0``, ``Σ λ = 1`` (checked here with Fractions)."""
@@ -166,7 +166,7 @@ def test_infeasible_problems_carry_an_exact_farkas_certificate(case):
 
 @pytest.mark.judged(floor=0.4)  # ci: 20 of 27 (74%); S_fin = {0} on acyclic problems, rejected draws
 @given(p=problems(embedding_kinds=st.sampled_from(["orthonormal", "gaussian"])), data=st.data())
-@settings(max_examples=20)
+@settings(max_examples=scaled(20))
 def test_finite_error_bound_brackets_a_planted_offset(p, data):
     """W^fin's bound ``||grad|| / λ_min`` at ``W^fin + δ`` (δ in S_fin, ||δ|| = 1e-6) is at least
     ``||δ||`` (it is a bound) and at most ``(λ_max/λ_min) ||δ||`` (it is not vacuous), to first order."""

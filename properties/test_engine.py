@@ -16,6 +16,7 @@ import pytest
 from hypothesis import event, given, note, settings
 from hypothesis import strategies as st
 
+from properties.judging import scaled
 from reports.record import record_inputs
 from theory.engine import gd_batch, gd_compiled
 from theory.losses import TokenData, loss_and_grad_scores
@@ -143,7 +144,7 @@ def test_compiled_matches_numpy_reference(run):
 # ------------------------------------------------------------------------------------------------
 # Batched == one at a time
 # ------------------------------------------------------------------------------------------------
-@settings(deadline=None, max_examples=6)
+@settings(deadline=None, max_examples=scaled(6))
 @given(st.lists(runs(), min_size=1, max_size=4), st.booleans())
 def test_batch_equals_one_at_a_time(batch, parallel):
     """gd_batch on problems of mixed K, losses, step sizes and plain/normalized GD returns, for each

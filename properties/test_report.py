@@ -412,3 +412,17 @@ def test_judged_floor_and_targets_are_reported(tmp_path):
     page = check_page(tmp_path / "reports" / "latest" / "index.html")
     assert "Closest to the edge" in page.text and "closeness" in page.text
     assert "Judged 15 of" in page.text
+
+
+def test_observations_are_written_for_tyche(tmp_path):
+    """Every Hypothesis test case of the run is an observation line (Tyche's format: type, status,
+    representation, features) in the run folder, linked from the report; ``--no-observations`` turns it off."""
+    done, run_dir = run_synthetic(tmp_path, "-p", "no:xdist", "-k", "holds")
+    assert done.returncode == 0, done.stdout[-3000:]
+    lines = [json.loads(x) for x in (run_dir / "observations" / "main_testcases.jsonl").read_text().splitlines()]
+    cases = [o for o in lines if o["type"] == "test_case" and o["property"].endswith("test_holds")]
+    assert len(cases) >= 15 and {o["status"] for o in cases} == {"passed"}, [o["status"] for o in cases]
+    assert all("representation" in o and "features" in o for o in cases)
+    assert "observations/main_testcases.jsonl" in (run_dir / "index.html").read_text()
+    done, run_dir = run_synthetic(tmp_path, "-p", "no:xdist", "-k", "holds", "--no-observations")
+    assert not (run_dir / "observations").exists()

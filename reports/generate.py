@@ -210,7 +210,20 @@ def build_context(run: dict, run_dir: Path) -> dict:
         "targets": [targets[k] for k in sorted(targets)],
         "rerun": run.get("rerun") or rerun_command(run), "max_cards": max_cards,
         "n_failed": sum(t["failed"] for t in tests), "run_dir": str(run_dir),
+        "observations": _observations(run_dir),
     }
+
+
+def _observations(run_dir: Path) -> dict | None:
+    """The run's Hypothesis observation files (Tyche's input), with how many test cases they hold."""
+    files = sorted((run_dir / "observations").glob("*_testcases.jsonl"))
+    if not files:
+        return None
+    cases = 0
+    for f in files:
+        with open(f, "rb") as fh:
+            cases += sum(1 for _ in fh)
+    return {"files": [f"observations/{f.name}" for f in files], "cases": cases}
 
 
 def _reason(text: str) -> str:

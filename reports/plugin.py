@@ -54,6 +54,8 @@ def pytest_addoption(parser):
                     help="counterexample cards rendered in full; the rest are listed in one line each")
     group.addoption("--report-keep", type=int, default=30,
                     help="run folders kept under the report root, newest first (0: keep all)")
+    group.addoption("--no-observations", action="store_true", default=False,
+                    help="do not write Hypothesis's observations (JSON lines for Tyche) into the run folder")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -102,6 +104,7 @@ def pytest_configure(config):
         if workerinput.get("tpg_seed") is not None:
             _force_seed(config, workerinput["tpg_seed"])
         config.stash[_KEY_INFO] = {"run_dir": Path(run_dir), "worker": workerinput.get("workerid", "gw")}
+        _observe(config, Path(run_dir), workerinput.get("workerid", "gw"))
         return
 
     root = Path(config.getoption("report_root") or (config.rootpath / "reports")).resolve()
@@ -136,6 +139,42 @@ def pytest_configure(config):
         },
         "t0": time.time(), "outcomes": {},
     }
+    if not getattr(config.option, "numprocesses", None) and getattr(config.option, "dist", "no") == "no":
+        _observe(config, run_dir, "main")  # with xdist, the workers run the tests and observe
+
+
+def _observe(config, run_dir: Path, worker: str) -> None:
+    """Hypothesis's observations of every test case (and its info lines), as the JSON lines Tyche reads,
+    in ``<run>/observations/<worker>_testcases.jsonl`` and ``<worker>_info.jsonl``.
+
+    Coverage collection is switched off: it traces every line of the reference implementation and would
+    multiply the run's time; Tyche's other views (examples, events, targets, timings) do not need it."""
+    if config.getoption("no_observations", False):
+        return
+    try:
+        from hypothesis.internal import observability
+        from hypothesis.strategies._internal.utils import to_jsonable
+
+        observability.OBSERVABILITY_COLLECT_COVERAGE = False
+    except Exception as exc:  # a Hypothesis without the (experimental) API: no observations, say so
+        _warn_once(config, f"tpg-report: no observations ({exc!r})")
+        return
+    folder = run_dir / "observations"
+    handles: dict = {}
+
+    def deliver(observation, thread_id=None):
+        try:
+            kind = "testcases" if observation.type == "test_case" else "info"
+            fh = handles.get(kind)
+            if fh is None:
+                folder.mkdir(parents=True, exist_ok=True)
+                fh = handles[kind] = open(folder / f"{worker}_{kind}.jsonl", "a", encoding="utf-8")
+            fh.write(json.dumps(to_jsonable(observation, avoid_realization=False), default=repr) + "\n")
+            fh.flush()
+        except Exception as exc:  # observations must never change a test's outcome
+            _warn_once(config, f"tpg-report: could not write an observation: {exc!r}")
+
+    observability.add_observability_callback(deliver, all_threads=True)
 
 
 @pytest.hookimpl(optionalhook=True)
