@@ -29,7 +29,7 @@ SETTINGS = {
 def paper_problem(rng, n, T, K, d, cyclic=None, loss="log", tied_head=False) -> Problem:
     """One dataset of the paper's kind; ``cyclic`` True/False rejects until the TPGs have / lack a cycle
     (a nontrivial SCC in some query's TPG).  ``W^svm = 0`` (no ⇒ edge) is rejected too: every experiment
-    measures a direction (for li-local's cyclic datasets this drops about 1 draw in 200, see README)."""
+    measures a direction (no cyclic draw of li-local's sizes lacked a ⇒ edge in 20,000 tried)."""
     if T > K:
         raise ValueError(f"T={T} distinct tokens need K >= T, got K={K}")
     for _ in range(MAX_REJECTIONS):
