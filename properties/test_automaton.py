@@ -102,3 +102,80 @@ def test_automaton_criterion_rejects_wrong_predictions(case):
     if nonuniform:
         assert automaton_failures(traj, wrong, nonuniform), (
             f"criterion accepted uniform composition where W^fin predicts otherwise\nproblem file: {describe(p)}")
+
+
+# ------------------------------------------------------------------------------------------------
+# The retrieval rule itself, independent of GD
+# ------------------------------------------------------------------------------------------------
+def predicted_lowest(an, context) -> np.ndarray:
+    """A deliberately wrong automaton (calibration): the lowest-priority SCC present, W^fin split inside."""
+    low = lowest_scc_tokens(an.graphs[context[-1]], context)
+    a = attention_on(an.finite.W, an.problem.E, context)
+    mask = np.zeros_like(a)
+    mask[low] = 1.0
+    return a * mask / (a * mask).sum()
+
+
+def retrieval_failures(an, contexts, predict=predicted_attention) -> list[str]:
+    """``predict(an, ctx)`` against two references that do not use :func:`theory.graphs.top_scc_tokens`:
+
+    1. Theorem 1's limit, computed: the attention of ``W^fin + R W^svm`` with every ``⇒`` margin of
+       W^svm scaled to >= R (R = 40 + the W^fin score range + log T), within 1e-9 in l1;
+    2. the graph: its support is the set of context tokens that no other context token dominates
+       (``u ⇒* t`` by reachability in ``G^(k)``), and it sums to 1.
+    """
+    import networkx as nx
+
+    p = an.problem
+    A = p.E @ an.finite.W @ p.E.T
+    fails = []
+    for ctx in contexts:
+        pred = predict(an, ctx)
+        R = 40.0 + 2.0 * float(np.abs(A).max()) + np.log(len(ctx))
+        limit = attention_on(an.finite.W + R * an.svm.W, p.E, ctx)
+        err = float(np.abs(pred - limit).sum())
+        if not err <= 1e-9:
+            fails.append(f"context {ctx}: |predicted - attention of W^fin + R W^svm|_1 = {err:.3g}")
+        g = an.graphs[ctx[-1]].graph
+        comp = an.graphs[ctx[-1]].component
+        present = set(ctx)
+        dominated = {t for u in present for t in nx.descendants(g, u) if t in present and comp[t] != comp[u]}
+        support = set(np.flatnonzero(pred > 0).tolist())
+        if support != present - dominated or abs(pred.sum() - 1.0) > 1e-12:
+            fails.append(f"context {ctx}: predicted support {sorted(support)}, undominated tokens "
+                         f"{sorted(present - dominated)}, total {pred.sum():.17g}")
+    return fails
+
+
+@pytest.mark.theorem("Automaton")
+@given(trained_with_contexts())
+def test_predicted_attention_is_the_limit_along_w_svm(case):
+    """The automaton's prediction (hard retrieval of the top SCC present, W^fin softmax inside) equals the
+    attention at ``W^fin + R W^svm`` for large R and retrieves exactly the undominated context tokens --
+    no GD involved; the lowest-SCC automaton fails the same check whenever a context holds two SCCs."""
+    dp, contexts = case
+    p = dp.problem
+    an = analyze(p)
+    note_problem(p, an)
+    fails = retrieval_failures(an, contexts)
+    assert not fails, "; ".join(fails) + f"\nproblem file: {describe(p)}"
+    several = [c for c in contexts if lowest_scc_tokens(an.graphs[c[-1]], c) != top_scc_tokens(an.graphs[c[-1]], c)]
+    event(f"calibrated retrieval (two SCCs in a context)={bool(several)}")
+    if several:
+        assert retrieval_failures(an, several, predict=predicted_lowest), (
+            f"the retrieval check accepted the lowest SCC\nproblem file: {describe(p)}")
+
+
+@pytest.mark.theorem("Automaton")
+def test_retrieval_check_catches_a_planted_rule(monkeypatch):
+    """Calibration: with ``predicted_attention`` retrieving the lowest SCC present (a planted change of the
+    rule inside theory.automaton), the retrieval check fails on a three-token chain 0 ⇒ 1, 0 ⇒ 2."""
+    import theory.automaton as automaton
+    from theory.problem import Problem
+
+    E = np.linalg.qr(np.random.default_rng(5).normal(size=(3, 3)))[0]
+    an = analyze(Problem.create(E, [[1, 0, 2], [1, 0, 2]], [0, 1], "log"))
+    contexts = [[1, 0, 2], [2, 1, 1, 2]]
+    assert retrieval_failures(an, contexts) == []
+    monkeypatch.setattr(automaton, "top_scc_tokens", lowest_scc_tokens)
+    assert retrieval_failures(an, contexts), "the planted lowest-SCC retrieval passed"

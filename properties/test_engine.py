@@ -229,12 +229,15 @@ def textbook_gd(problem: Problem, W0, eta, steps, normalized, with_min_grad=Fals
             a = np.exp(s - s.max())
             a /= a.sum()
             f = X.T @ a
-            if problem.loss == "ce":
+            if problem.loss in ("ce", "lsq"):
                 z = C @ f
                 p = np.exp(z - z.max())
                 p /= p.sum()
+                py = p[y]
                 p[y] -= 1.0
-                v = C.T @ p
+                v = C.T @ p  # ce: dl/dz = p - e_y
+                if problem.loss == "lsq":  # l = (1 - p_y)^2: dl/dz = -2 (1 - p_y) p_y (e_y - p)
+                    v = C.T @ (2.0 * (1.0 - py) * py * p)
             else:
                 u = C[y] @ f
                 v = {"log": -1.0 / u if problem.loss == "log" else 0.0, "square": -2.0 * (1.0 - u),

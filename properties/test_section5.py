@@ -10,8 +10,13 @@ DIRECTION_RATE``, :mod:`theory.criteria`; the stress profile found a settled cas
 0.98 threshold rejected).  The claim is local: GD can spend millions of steps
 in transit (seen: a token's attention falling from 0.2 to 1e-3 between 2e5 and 2e6 steps while another
 rises), and there the pseudo-TPG of the moment is not yet the one GD converges to; such runs are
-counted (``event``) but not judged.  Measured on 25 derandomized cases: incremental correlations
-0.992-1.0 with the pseudo-TPG versus -0.92-1.0 with the true TPG.
+counted (``event`` "not judged: <reason>") but not judged, and the judged share has a floor
+(``JUDGED_FLOOR``).  Selection rule: the authors' (mass > 1e-2 selected, (0.009, 0.01] ambiguous;
+:mod:`theory.pseudo`).  Measured with it: 16-18 of 25 derandomized cases judged (the old 0.1 / 0.01 rule
+judged 43%), and on 200 random cases 161 judged (37 selection not settled or ambiguous, 2 without ⇒
+edge) of which 3 do not align (2 by the raw correlation 0.891 / 0.894 with the increment aligned, 1 by
+the increment, rate 5.7 > 3) -- the known limitation of ``test_known_counterexample_to_local_alignment``,
+which the stress profile (10x the ci examples, random) is expected to meet about once per 60 cases.
 """
 from __future__ import annotations
 
@@ -19,19 +24,21 @@ import numpy as np
 import pytest
 from hypothesis import event, find, given, settings
 
-from properties.helpers import describe, note_problem
+from properties.helpers import describe, note_problem, profile_examples
 from reports.record import record_metrics
 from strategies.relaxations import relaxed_cases
 from theory import criteria
 from theory.analysis import analyze
 from theory.losses import safe_step
-from theory.pseudo import pseudo_svm, pseudo_tpgs
+from theory.pseudo import REJECT, SELECT, pseudo_svm, pseudo_tpgs
 from theory.training import train
 
 STEPS = 200_000
 # The raw correlation carries the bounded transient (it converges like 1/log τ; the stress profile saw
 # 0.948 with an incremental 0.997), so it gets the looser bound.
 CORR_MIN = 0.9
+EXAMPLES_BASE = 25
+JUDGED_FLOOR = 0.5
 
 
 def _corr(A, B):
@@ -45,45 +52,101 @@ def direction_rate(inc: float, svm_norm: float, eta: float) -> float:
     return float(tan * np.log(max(STEPS / criteria.time_unit(svm_norm, eta), np.e)))
 
 
-def local_run(case):
+def local_run(case, traj=None, select: float = SELECT, reject: float = REJECT):
+    """Train (unless ``traj`` is given) and judge one relaxed case with the selection rule's thresholds."""
     p = case.problem
-    traj = train(p, STEPS, safe_step(p))
+    traj = traj or train(p, STEPS, safe_step(p))
     end, mid, early = traj.final, criteria._at(traj, STEPS / 10), criteria._at(traj, STEPS / 100)
-    ps = pseudo_svm(p, end.W, name="relaxed head case")
-    earlier = pseudo_tpgs(p, mid.W)
-    settled = (earlier[1] == 0 and ps.ambiguous == 0
-               and {k: g.edges for k, g in earlier[0].items()} == {k: g.edges for k, g in ps.graphs.items()})
+    ps = pseudo_svm(p, end.W, select, reject, name="relaxed head case")
+    earlier = pseudo_tpgs(p, mid.W, select, reject)
+    same = {k: g.edges for k, g in earlier[0].items()} == {k: g.edges for k, g in ps.graphs.items()}
     true = analyze(case.theory_problem, finite=False).svm
     # Log growth along the pseudo direction (Theorem 1's check 1): the run is in its asymptotic regime.
     u = ps.svm.W / ps.svm.norm if ps.svm.norm > 0 else ps.svm.W
     g1, g0 = np.sum((end.W - mid.W) * u), np.sum((mid.W - early.W) * u)
-    settled = settled and g0 > 0 and criteria.GROWTH_LO <= g1 / g0 <= criteria.GROWTH_HI
-    return {"pseudo": ps, "true": true, "W": end.W, "dW": end.W - mid.W, "settled": settled,
+    growth = bool(g0 > 0 and criteria.GROWTH_LO <= g1 / g0 <= criteria.GROWTH_HI)
+    if ps.svm.norm == 0:
+        reason = "pseudo-TPG without ⇒ edge"
+    elif earlier[1] > 0 or ps.ambiguous > 0:
+        reason = "an ambiguous token at τ/10 or τ"
+    elif not same:
+        reason = "selection changed over the last decade"
+    elif not growth:
+        reason = "no log growth along the pseudo-TPG Graph-SVM"
+    else:
+        reason = None
+    return {"pseudo": ps, "true": true, "W": end.W, "dW": end.W - mid.W, "settled": reason is None,
+            "not_judged": reason,
             "corr_pseudo": _corr(end.W, ps.svm.W), "inc_pseudo": _corr(end.W - mid.W, ps.svm.W),
             "corr_true": _corr(end.W, true.W), "inc_true": _corr(end.W - mid.W, true.W)}
 
 
-@pytest.mark.theorem("Section 5")
-@settings(derandomize=True, max_examples=25)
-@given(relaxed_cases("head"))
-def test_gd_aligns_with_the_pseudo_tpg_svm(case):
-    """Judged on a fixed, derandomized set of 25 cases under every profile: on random draws about 1% of
-    settled, log-growing cases do not align (see the strict xfail below), so the stress profile would
-    report a known limitation of the local claim rather than news."""
+def _alignment_property(case, judged: list):
     p = case.problem
     note_problem(p)
     r = local_run(case)
     event(f"ambiguous tokens={r['pseudo'].ambiguous > 0}")
     event(f"pseudo-TPG = true TPG={abs(r['corr_pseudo'] - r['corr_true']) < 1e-9}")
     record_metrics(corr_pseudo=r["corr_pseudo"], corr_true=r["corr_true"], inc_pseudo=r["inc_pseudo"])
-    event(f"selection settled over the last decade={r['settled']}")
-    if r["pseudo"].svm.norm == 0 or not r["settled"]:
-        event("not judged: pseudo-TPG without ⇒ edge, or selection not settled")
+    judged.append(r["not_judged"] is None)
+    if r["not_judged"] is not None:
+        event(f"not judged: {r['not_judged']}")
         return
+    event("judged")
     rate = direction_rate(r["inc_pseudo"], r["pseudo"].svm.norm, safe_step(p))
     assert r["corr_pseudo"] >= CORR_MIN and rate <= criteria.DIRECTION_RATE, (
         f"{case.note}: corr(W, W^svm_pseudo) = {r['corr_pseudo']:.4f} (>= {CORR_MIN}), incremental "
         f"{r['inc_pseudo']:.4f}: tan x ln(τ/τ₀) = {rate:.3g} (<= {criteria.DIRECTION_RATE})\nproblem file: {describe(p)}")
+
+
+@pytest.mark.theorem("Section 5")
+def test_gd_aligns_with_the_pseudo_tpg_svm():
+    """``EXAMPLES_BASE`` relaxed-head cases scaled by the profile (ci 25 derandomized, stress 250 random):
+    every settled case aligns with its pseudo-TPG Graph-SVM, and at least ``JUDGED_FLOOR`` of the cases
+    are judged (the reasons for the others are events: no ⇒ edge, an ambiguous token, a selection that
+    changed over the last decade, no log growth)."""
+    judged: list = []
+
+    @settings(max_examples=profile_examples(EXAMPLES_BASE), deadline=None)
+    @given(relaxed_cases("head"))
+    def prop(case):
+        _alignment_property(case, judged)
+
+    prop()
+    share = sum(judged) / max(1, len(judged))
+    record_metrics(judged_share=share, examples=len(judged))
+    assert share >= JUDGED_FLOOR, (f"only {sum(judged)} of {len(judged)} relaxed-head cases judged "
+                                   f"(floor {JUDGED_FLOOR:.0%}): the settle criterion or the selection rule moved")
+
+
+def judge(case, traj, select: float = SELECT, reject: float = REJECT) -> str:
+    """``"not judged"``, ``"aligned"`` or ``"not aligned"`` for one trained case under a selection rule."""
+    r = local_run(case, traj, select, reject)
+    if r["not_judged"] is not None:
+        return "not judged"
+    rate = direction_rate(r["inc_pseudo"], r["pseudo"].svm.norm, safe_step(case.problem))
+    return "aligned" if r["corr_pseudo"] >= CORR_MIN and rate <= criteria.DIRECTION_RATE else "not aligned"
+
+
+@pytest.mark.theorem("Section 5")
+def test_alignment_property_catches_a_planted_threshold():
+    """Calibration: on the same 10 trained cases the rule (select > 1e-2) judges at least ``JUDGED_FLOOR``
+    and all judged cases align, while a planted threshold of 0.5 fails the property (a token that shares
+    its SCC's attention is dropped, the pseudo SCC breaks and GD no longer follows that Graph-SVM;
+    measured on 25 cases: 7 of 19 judged cases not aligned, against 0 of 18 with the rule)."""
+    runs = []
+
+    @settings(max_examples=10, derandomize=True, deadline=None, database=None)
+    @given(relaxed_cases("head"))
+    def collect(case):
+        runs.append((case, train(case.problem, STEPS, safe_step(case.problem))))
+
+    collect()
+    rule = [judge(c, t) for c, t in runs]
+    planted = [judge(c, t, 0.5, 0.45) for c, t in runs]
+    record_metrics(judged_rule=sum(v != "not judged" for v in rule), failed_planted=planted.count("not aligned"))
+    assert "not aligned" not in rule and sum(v != "not judged" for v in rule) >= JUDGED_FLOOR * len(runs), rule
+    assert "not aligned" in planted or sum(v != "not judged" for v in planted) < JUDGED_FLOOR * len(runs), planted
 
 
 @pytest.mark.theorem("Section 5")

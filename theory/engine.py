@@ -1,4 +1,4 @@
-"""The compiled token-space GD engine (numba), for plain and normalized GD and all four losses.
+"""The compiled token-space GD engine (numba), for plain and normalized GD and all five losses.
 
 It runs the same iteration as :func:`theory.training.gd_numpy` (the reference it is tested against):
 ``A <- A - s M G M``, ``B <- B + s G`` with ``G = dL/dA`` from :mod:`theory.losses`, ``s = eta`` or
@@ -30,7 +30,7 @@ from numba import njit, prange
 
 from theory.losses import TokenData
 
-LOSS_CODES = {"log": 1, "ce": 2, "square": 3, "exp": 4}
+LOSS_CODES = {"log": 1, "ce": 2, "square": 3, "exp": 4, "lsq": 5}
 LOG_BIORTH = 0  # -log u with C E^T = I: the stable logsumexp form (as in theory.losses)
 
 OK, DIVERGED, STOPPED = 0, 1, 2
@@ -414,7 +414,7 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
                     if a[r] > a[rr]:
                         rr = r
                 tr = ent_tok[s0 + rr]
-                if code == 2:  # ce over the head logits z = H a
+                if code == 2 or code == 5:  # ce / lsq over the head logits z = H a
                     for l in range(K):
                         pbuf[l] = 0.0
                     for r in range(n):
@@ -432,14 +432,20 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
                         x = math.exp(pbuf[l] - zmax)
                         pbuf[l] = x
                         psum += x
-                    if want_loss:
+                    if want_loss and code == 2:
                         ell = math.log(psum) + zmax - zy
                     other = 0.0
                     for l in range(K):
                         pbuf[l] = pbuf[l] / psum
                         if l != y[i]:
                             other += pbuf[l]
+                    py = pbuf[y[i]]
                     pbuf[y[i]] = -other  # p_y - 1 without the cancellation at p_y ~ 1
+                    if code == 5:  # (1 - p_y)^2: dl/dz = 2 p_y (1 - p_y) (p - e_y), 1 - p_y = other
+                        ell = other * other
+                        cf = 2.0 * py * other
+                        for l in range(K):
+                            pbuf[l] *= cf
                     for r in range(n):
                         tk = ent_tok[s0 + r]
                         acc = 0.0

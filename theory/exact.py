@@ -255,13 +255,16 @@ def mp_score_gradient(A, data, digits: int = 40):
             ex = {t: mpmath.exp(logit[t] - top) for t in idx}
             S = mpmath.fsum(ex.values())
             a = {t: ex[t] / S for t in idx}
-            if data.loss == "ce":
+            if data.loss in ("ce", "lsq"):
                 z = [mpmath.fsum(H[lab][t] * a[t] for t in idx) for lab in range(K)]
                 zt = max(z)
                 pe = [mpmath.exp(v - zt) for v in z]
                 ps = mpmath.fsum(pe)
                 pme = [pe[lab] / ps if lab != y else -mpmath.fsum(pe[o] for o in range(K) if o != y) / ps
                        for lab in range(K)]
+                if data.loss == "lsq":  # d(1 - p_y)^2/dz = 2 p_y (1 - p_y) (p - e_y)
+                    rest = -pme[y]
+                    pme = [2 * (pe[y] / ps) * rest * v for v in pme]
                 g = {t: mpmath.fsum(H[lab][t] * pme[lab] for lab in range(K)) for t in idx}
             else:
                 u = mpmath.fsum(H[y][t] * a[t] for t in idx)

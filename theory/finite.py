@@ -53,14 +53,21 @@ def error_bound(problem: Problem, space: CyclicSubspace, data: TokenData, theta:
     return (gn / lo if lo > 0 else float("inf")), gn, lo
 
 
-def limit_data(problem: Problem, graphs: dict[int, TPG] | None = None, loss: str | None = None) -> TokenData:
+def limit_data(problem: Problem, graphs: dict[int, TPG] | None = None, loss: str | None = None,
+               mask: np.ndarray | None = None) -> TokenData:
     """Token data of ``L̃``: each sample restricted to its label's SCC.
 
     A sample whose label is absent (Assumption 2 relaxed) is dropped: W^fin is defined only under
-    Assumption 2, and this is the convention the relaxation tests judge against.
+    Assumption 2, and this is the convention the relaxation tests judge against.  With ``mask`` (n x K,
+    e.g. a pseudo-TPG's selected SCC, :mod:`theory.pseudo`) each sample keeps the masked tokens instead,
+    and only samples left with no token are dropped (the head-logit losses need no label in context).
     """
-    data = TokenData.from_problem(problem, counts=problem.counts * label_scc_mask(problem, graphs), loss=loss)
-    keep = data.counts[np.arange(len(data.labels)), data.labels] > 0
+    m = label_scc_mask(problem, graphs) if mask is None else mask
+    data = TokenData.from_problem(problem, counts=problem.counts * m, loss=loss)
+    if mask is None:
+        keep = data.counts[np.arange(len(data.labels)), data.labels] > 0
+    else:
+        keep = data.counts.sum(axis=1) > 0
     if keep.all():
         return data
     return TokenData(data.counts[keep], data.queries[keep], data.labels[keep], data.weights[keep], data.H,
@@ -100,15 +107,16 @@ class _Objective:
 
 def finite_component(problem: Problem, graphs: dict[int, TPG] | None = None, space: CyclicSubspace | None = None,
                      loss: str | None = None, name: str = "problem", max_iter: int = 200,
-                     bound: bool = False) -> FiniteSolution:
+                     bound: bool = False, mask: np.ndarray | None = None) -> FiniteSolution:
     """``W^fin``, certified by its gradient norm on S_fin; raises :class:`SolverError` otherwise.
-    With ``bound`` also the a-posteriori error bound of :func:`error_bound` (gradient at 40 digits)."""
+    With ``bound`` also the a-posteriori error bound of :func:`error_bound` (gradient at 40 digits);
+    ``mask`` replaces the label-SCC restriction of ``L̃`` (see :func:`limit_data`)."""
     graphs = graphs or token_priority_graphs(problem)
     space = space or cyclic_subspace(problem, graphs)
     d = problem.d
     if space.dim == 0:
         return FiniteSolution(np.zeros((d, d)), np.zeros(0), 0.0, 0.0, 0.0, 0, 0.0 if bound else None)
-    f = _Objective(problem, space, limit_data(problem, graphs, loss))
+    f = _Objective(problem, space, limit_data(problem, graphs, loss, mask))
     theta = np.zeros(space.dim)
     L, g = f(theta)
     g0 = float(np.linalg.norm(g))

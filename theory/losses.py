@@ -11,6 +11,7 @@ counts ``c_i`` (THEORY.md, "Model and loss"), and ``W`` enters only through the 
 Losses (``l`` as a function of the attention vector ``a``):
   ``log``     -log u
   ``ce``      softmax cross-entropy over the K head logits ``C f_W(X) = H a`` (paper Section 5)
+  ``lsq``     least squares on the softmax output, ``(1 - softmax(H a)_y)^2`` (paper Section 5)
   ``square``  (1 - u)^2
   ``exp``     exp(-u)
 """
@@ -121,7 +122,7 @@ def _per_sample(A: np.ndarray, data: TokenData, scale: bool = False):
         ds[m, y] = -ds.sum(axis=1)
         return (ell, ds, np.abs(ds)) if scale else (ell, ds)
     r = a.argmax(axis=1)  # the reference token of the cancellation-free softmax backward
-    if data.loss == "ce":
+    if data.loss in ("ce", "lsq"):
         z = a @ data.H.T  # head logits H a
         zmax = z.max(axis=1, keepdims=True)
         p = np.exp(z - zmax)
@@ -129,8 +130,15 @@ def _per_sample(A: np.ndarray, data: TokenData, scale: bool = False):
         ell = np.log(psum[:, 0]) + zmax[:, 0] - z[m, y]
         p /= psum
         # p - e_y with p_y - 1 written as minus the mass on the other classes (no cancellation at p_y ~ 1)
+        py = p[m, y].copy()
         p[m, y] = 0.0
         p[m, y] = -p.sum(axis=1)
+        if data.loss == "lsq":
+            # l = (1 - p_y)^2 and dl/dz = -2 (1 - p_y) dp_y/dz = 2 p_y (1 - p_y) (p - e_y): the ce gradient
+            # times 2 p_y (1 - p_y), with 1 - p_y the mass on the other classes (exact at p_y ~ 1).
+            rest = -p[m, y]
+            ell = rest**2
+            p *= (2.0 * py * rest)[:, None]
         # dl/da_t - dl/da_r = (H[:, t] - H[:, r])^T (p - e_y): the head difference is formed first, so
         # tokens with nearly equal head columns (a tied head, close embeddings) lose nothing.
         Hd = data.H[None, :, :] - data.H.T[r][:, :, None]  # m x K(classes) x K(tokens)
@@ -238,6 +246,13 @@ def smoothness(problem: Problem, loss_name: str | None = None) -> float:
         return Delta**2 / 4
     if loss_name == "ce":
         g, q = 2 * hmax, hmax**2  # ||H^T(p - e_y)||_inf <= 2 max|H|; |h_i^T (diag p - pp^T) h_j| <= max|H|^2
+    elif loss_name == "lsq":
+        # l(z) = (1 - p_y)^2, p = softmax(z): dl/dz = 2 p_y (1 - p_y)(p - e_y) has l1 norm
+        # 4 p_y (1 - p_y)^2 <= 16/27 < 1, so g <= max|H|.  d2l/dz2 = 2 ∇p_y ∇p_y^T - 2 (1 - p_y) ∇²p_y with
+        # ∇p_y = p_y (e_y - p) (l1 norm <= 1/2) and ∇²p_y = p_y ((e_y - p)(e_y - p)^T - diag p + p p^T)
+        # (entries' absolute sum <= p_y (4 (1 - p_y)^2 + 2)), so the entries of d2l/dz2 sum in absolute
+        # value to <= 1/2 + 2 * (1/4) * 6 = 3.5 and |h_i^T (d2l/dz2) h_j| <= 3.5 max|H|^2.
+        g, q = hmax, 3.5 * hmax**2
     else:
         rows = H[problem.label_array]
         lo, hi = float(rows.min()), float(rows.max())  # u = h_y . a ranges over [lo, hi]

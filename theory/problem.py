@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-LOSSES = ("log", "ce", "square", "exp")
+LOSSES = ("log", "ce", "square", "exp", "lsq")
 FILE_KEYS = {"embeddings", "head", "sequences", "labels", "loss"}
 REQUIRED_KEYS = FILE_KEYS - {"head"}
 # Relative tolerance for the assumption checks (C E^T = I, rank E = K).
