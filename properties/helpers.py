@@ -38,14 +38,3 @@ def assert_close(got, expected, atol: float, what: str, problem=None) -> None:
         msg += f"\nproblem file: {describe(problem)}"
     assert got.shape == expected.shape and err <= atol, msg
 
-
-def profile_examples(base: int) -> int:
-    """``base`` examples scaled by the active Hypothesis profile's factor (``conftest.EXAMPLES``: ci 1,
-    dev 0.5, stress 10), for properties that set their own ``max_examples``; at least 1."""
-    from hypothesis import settings
-
-    try:
-        from conftest import EXAMPLES
-    except ImportError:  # outside the suite's pytest run
-        EXAMPLES = {}
-    return max(1, int(round(base * EXAMPLES.get(settings.get_current_profile_name(), 1))))
