@@ -37,6 +37,7 @@ step_fractions = st.sampled_from([1.0, 0.5, 0.25])  # of the safe step 1/β
 
 
 def run_theorem1(problem, W0, fraction):
+    """``(analysis, trajectory)`` at Theorem 1's budget (not judged when it exceeds MAX_STEPS)."""
     an = analyze(problem)
     eta = fraction * safe_step(problem)
     need = 10**criteria.DECADES * criteria.time_unit(an.svm.norm, eta, criteria.adverse_gap(an, W0))
@@ -64,7 +65,9 @@ def test_gd_log_loss_converges_to_svm_direction_and_finite_part(data, fraction):
     an, traj = run_theorem1(p, W0, fraction)
     note_problem(p, an)
     assert an.svm.norm > 0, f"strategy promised a ⇒ edge: {describe(p)}"
-    verdict = criteria.theorem1(traj, an)
+    eta = fraction * safe_step(p)
+    verdict, traj = criteria.theorem1_escalated(traj, an, lambda steps: train(p, steps, eta, W0=W0, analysis=an))
+    event(f"budget escalated={'escalated_from' in verdict.measures}")
     for label, score in criteria.theorem1_edges(verdict).items():
         aim(f"theorem1 {label}", score, describe(p))
     assert_verdict(verdict, p, "Theorem 1 (GD, log loss)")

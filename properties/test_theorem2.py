@@ -10,7 +10,7 @@ loss of the tokens outside each label's SCC is ``O(e^{-t})`` whatever the scale 
 * direction error ``e(R) = ||W̄_R/||W̄_R|| - Ŵ^svm||_F``, asymptotically ``O((log R)/R)`` but, over these
   radii, sometimes as slow as ``R^-0.19`` and sometimes still far (e = 0.26 at margin 16 while on the 1/R
   track), both found by the stress profile: require that ``e`` is still shrinking at the last radius and
-  either ``e(R_last) <= DIR_MAX`` or ``R e(R)`` grew by at most ``ON_TRACK`` over the last doubling; a
+  either ``e(R_last) <= DIR_MAX`` or ``R e(R)`` grew no faster than the (log t)/t track allows (:func:`on_track_limit`); a
   wrong target plateaus at its gap (``>= MIN_DIR_GAP``), so it fails both;
 * finite error ``f(R) = ||Π_{S_fin} W̄_R - W^fin||_F``: the dropped tokens perturb ``L̃`` by ``O(e^{-t})``,
   so ``f`` falls geometrically: require ``f(R_last) <= FIN_DECAY f(R_prev)`` and
@@ -48,7 +48,7 @@ MARGINS = np.geomspace(1.0, 16.0, 5)
 # valid e_last <= 0.16; planted wrong directions e_last >= 0.29; planted wrong W^fin: decay >= 0.99
 # (valid <= 5e-4).
 DIR_MAX = 0.2  # e(R_last) at margin 16
-ON_TRACK = 1.1  # R e(R) over the last doubling, for a path not yet within DIR_MAX
+ON_TRACK = 1.1  # wobble allowed on the (log t)/t track of R e(R) (see on_track_limit)
 FIN_DECAY = 0.5  # f(R_last) / f(R_prev): geometric decay expected
 FIN_MAX = 1e-2
 EXACT = 1e-8  # errors below this (relative) count as zero: e.g. W̄_R exactly parallel to W^svm
@@ -76,11 +76,23 @@ def direction_verdict(radii, e) -> tuple[bool, str]:
     if e[-1] <= EXACT:
         return True, "exact"
     growth = (radii[-1] * e[-1]) / max(radii[-2] * e[-2], 1e-300)
-    # Close enough already, or still on the 1/R track (R e(R) not growing): a wrong target plateaus
-    # at its gap, so R e(R) roughly doubles with R there.
-    ok = e[-1] < e[-2] and (e[-1] <= DIR_MAX or growth <= ON_TRACK)
+    # Close enough already, or still on the (log R)/R track: a wrong target plateaus at its gap, so
+    # R e(R) roughly doubles with R there.
+    track = on_track_limit()
+    ok = e[-1] < e[-2] and (e[-1] <= DIR_MAX or growth <= track)
     return ok, (f"e={np.array2string(e, precision=4)}: still shrinking {e[-1] < e[-2]}, e_last {e[-1]:.3g} "
-                f"(max {DIR_MAX}); R e(R) grew {growth:.3f}x over the last doubling")
+                f"(max {DIR_MAX}); R e(R) grew {growth:.3f}x over the last doubling (max {track:.3f})")
+
+
+def on_track_limit() -> float:
+    """Largest growth of ``R e(R)`` over the last doubling of the margin that is still on the theory's
+    track ``e ~ c log(t)/t`` (t = the margin, ``R_t ~ t ||W^svm||``): ``ln(t_last)/ln(t_prev)`` (4/3 for
+    t = 8 -> 16), times ``ON_TRACK`` for the bounded part's own wobble.
+
+    Was ``ON_TRACK`` alone (the 1/R track, growth 1): the stress profile found a valid path with
+    e = 0.369 -> 0.223 between t = 8 and 16 (R e(R) x1.128, e falling like t^-0.73), rejected by 1.1 while
+    on the (log t)/t track the theory states; wrong targets grow 1.75-2x (module calibration)."""
+    return ON_TRACK * float(np.log(MARGINS[-1]) / np.log(MARGINS[-2]))
 
 
 def finite_verdict(f, fin_norm) -> tuple[bool, str]:
@@ -117,7 +129,12 @@ def certified_path(dp):
     if radii[-1] > MAX_RADIUS:
         not_judged("largest radius not certifiable in float64 (R > MAX_RADIUS)")
     _record(p, an, radii)
-    return p, an, radii, regularization_path(p, radii)  # certified, else SolverError
+    try:
+        return p, an, radii, regularization_path(p, radii)  # certified, else SolverError
+    except SolverError as exc:
+        if "rounding level" not in str(exc):
+            raise
+        not_judged("a radius's gradient at float64 rounding level (not certifiable)")
 
 
 # Judged share of generated examples, ci profile: 81-93% (rejected draws of the problem strategy, and
@@ -129,7 +146,7 @@ def edges(radii, e, f, fin_norm) -> dict[str, float]:
     """The criterion's distance to its thresholds (1 = at the threshold; see ``theory.criteria.theorem1_edges``)."""
     scale = max(1.0, fin_norm)
     growth = (radii[-1] * e[-1]) / max(radii[-2] * e[-2], 1e-300)
-    return {"direction": min(e[-1] / DIR_MAX, growth / ON_TRACK) if e[-1] > EXACT else 0.0,
+    return {"direction": min(e[-1] / DIR_MAX, growth / on_track_limit()) if e[-1] > EXACT else 0.0,
             "finite": max(f[-1] / max(f[-2], 1e-300) / FIN_DECAY, f[-1] / (FIN_MAX * scale)) if f[-1] > EXACT * scale else 0.0}
 
 
