@@ -1,6 +1,7 @@
 """CPU time of the Scan and Snap properties with the numpy reference vs the compiled (numba) dynamics.
 
     .venv/bin/python benchmarks/bench_scansnap.py [--profile ci|dev|stress] [--markdown] [-k SUBSTRING]
+                                                  [--engines numpy,compiled]
 
 Every number comes from this one process: each property of ``properties/test_scansnap_*.py`` (the
 parametrized bad-input tests excepted: they integrate nothing) runs twice, once with
@@ -34,6 +35,7 @@ def main(argv=None):
     ap.add_argument("--profile", default="ci", choices=["ci", "dev", "stress"])
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("-k", default="", help="only properties whose name contains this")
+    ap.add_argument("--engines", default="numpy,compiled", help="which engines to time (ratio needs both)")
     args = ap.parse_args(argv)
 
     import importlib
@@ -67,10 +69,11 @@ def main(argv=None):
             tests.append((name.split(".")[-1], fname, fn))
 
     rows = []
+    engines = args.engines.split(",")
     tot = {"numpy": 0.0, "compiled": 0.0}
     for mod, fname, fn in tests:
-        r = {}
-        for engine in ("numpy", "compiled"):
+        r = {"numpy": float("nan"), "compiled": float("nan")}
+        for engine in engines:
             ss.ENGINE = engine
             t0 = time.process_time()
             fn()
@@ -85,7 +88,7 @@ def main(argv=None):
     print(f"Scan and Snap properties, profile {args.profile} (derandomized), CPU seconds in one process; "
           f"{platform.machine()}, python {platform.python_version()}, numpy {np.__version__}, load average {load:.1f}")
     header = ["property", "numpy (s)", "compiled (s)", "numpy / compiled"]
-    lines = [[n, f"{a:.2f}", f"{b:.2f}", f"{a / b:.1f}x" if b > 0 else "-"] for n, a, b in rows]
+    lines = [[n, f"{a:.2f}", f"{b:.2f}", f"{a / b:.1f}x" if b > 0 and len(engines) == 2 else "-"] for n, a, b in rows]
     if args.markdown:
         print("| " + " | ".join(header) + " |")
         print("|---|---:|---:|---:|")
