@@ -1,6 +1,9 @@
 """GD steps per second: textbook W-space GD vs torch autograd vs the numpy and compiled token-space engines.
 
-    .venv/bin/python benchmarks/bench_gd.py [--budget SECONDS] [--horizon STEPS] [--markdown]
+    .venv/bin/python benchmarks/bench_gd.py [--budget SECONDS] [--horizon STEPS] [--markdown] [--settings 0,1,2]
+
+The torch column needs the optional extra (``pip install -e .[bench]``: CPU torch 2.13.0); without torch
+it prints "skipped".
 
 Every number in the table comes from this one run.  Problems follow the paper's protocol (THEORY.md,
 "How the paper measures"): unit-norm Gaussian embeddings, T distinct tokens per sample, the label drawn
@@ -121,6 +124,8 @@ def main(argv=None):
     ap.add_argument("--budget", type=float, default=2.0, help="CPU seconds per (implementation, setting)")
     ap.add_argument("--horizon", type=int, default=2000, help="GD steps per run")
     ap.add_argument("--markdown", action="store_true", help="print a markdown table")
+    ap.add_argument("--settings", default=",".join(str(i) for i in range(len(SETTINGS))),
+                    help=f"comma-separated indices into {SETTINGS}")
     args = ap.parse_args(argv)
     try:
         import torch
@@ -134,7 +139,7 @@ def main(argv=None):
     impls = [("textbook", textbook_gd), ("torch", torch_gd if have_torch else None), ("numpy engine", numpy_engine),
              ("compiled", compiled_engine)]
     rows = []
-    for n, T, K, d in SETTINGS:
+    for n, T, K, d in [SETTINGS[int(i)] for i in args.settings.split(",")]:
         problem, W0 = paper_problem(n, T, K, d)
         for normalized in (False, True):
             # Sanity: the engines and the textbook agree on W(horizon) before anything is timed.
@@ -144,24 +149,30 @@ def main(argv=None):
             B = compiled_engine(problem, W0, ETA, h, normalized)[0][-1]
             err = np.abs(Wt - (W0 - E.T @ B @ E)).max() / max(1.0, np.abs(Wt).max())
             assert err < 1e-9, f"engine and textbook disagree ({err:.2e}) at n={n} T={T} K={K} d={d}"
+            if have_torch:
+                err = np.abs(Wt - torch_gd(problem, W0, ETA, h, normalized)).max() / max(1.0, np.abs(Wt).max())
+                assert err < 1e-9, f"torch and textbook disagree ({err:.2e}) at n={n} T={T} K={K} d={d}"
             r = {}
             for name, fn in impls:
                 r[name] = None if fn is None else rate(fn, problem, W0, args.horizon, normalized, args.budget)
             rows.append(((n, T, K, d), "normalized" if normalized else "plain", r))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     header = ["n, T, K, d", "GD", "textbook", "torch", "numpy engine", "compiled", "compiled / textbook",
-              "compiled / numpy engine"]
+              "compiled / torch", "compiled / numpy engine"]
     fmt = lambda x: "skipped" if x is None else f"{x:,.0f}"  # noqa: E731
     lines = []
     for (cfg, mode, r) in rows:
         lines.append([", ".join(map(str, cfg)), mode, fmt(r["textbook"]), fmt(r["torch"]), fmt(r["numpy engine"]),
                       fmt(r["compiled"]), f"{r['compiled'] / r['textbook']:,.0f}x",
+                      "skipped" if r["torch"] is None else f"{r['compiled'] / r['torch']:,.0f}x",
                       f"{r['compiled'] / r['numpy engine']:,.0f}x"])
     print(f"GD steps per CPU second (runs of {args.horizon} steps, eta={ETA}, -log loss, default head); "
           f"{platform.processor() or platform.machine()}, python {platform.python_version()}, "
           f"numpy {np.__version__}, load average {load:.1f}")
     if not have_torch:
-        print("torch: not installed, column skipped (pip install torch to include it)")
+        print("torch: not installed, column skipped (pip install -e .[bench] to include it)")
+    else:
+        print(f"torch {torch.__version__}, {torch.get_num_threads()} thread, float64, autograd")
     if args.markdown:
         print("| " + " | ".join(header) + " |")
         print("|" + "---|" * len(header))

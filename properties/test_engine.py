@@ -142,6 +142,52 @@ def test_compiled_matches_numpy_reference(run):
 
 
 # ------------------------------------------------------------------------------------------------
+# The three update paths of (M G M)_P agree (each forced on the same small problems)
+# ------------------------------------------------------------------------------------------------
+class _forced_update:
+    """Force the engine's update path: ``kmat`` (P x P mat-vec), ``sparse`` (pair lists) or ``block``
+    (dense U x Q block by BLAS; chosen automatically only for P > DENSE_MAX_P filling the block)."""
+
+    SETTINGS = {"kmat": (10**9, 2.0), "sparse": (-1, 2.0), "block": (-1, 0.0)}
+
+    def __init__(self, mode):
+        self.values = self.SETTINGS[mode]
+
+    def __enter__(self):
+        import theory.engine as eng
+        self.saved = eng.DENSE_MAX_P, eng.BLOCK_MIN_FILL
+        eng.DENSE_MAX_P, eng.BLOCK_MIN_FILL = self.values
+
+    def __exit__(self, *exc):
+        import theory.engine as eng
+        eng.DENSE_MAX_P, eng.BLOCK_MIN_FILL = self.saved
+
+
+@settings(deadline=None)
+@given(runs())
+def test_update_paths_match_numpy_reference(run):
+    """The sparse, P x P and dense-block (BLAS) forms of the update each give the numpy reference's
+    B(tau) and L(tau) to 1e-10 (the block path is what large problems, P > 48, use)."""
+    problem, W0, normalized, eta, cps = run
+    data = TokenData.from_problem(problem)
+    M = problem.gram
+    A0 = problem.E @ W0 @ problem.E.T
+    if not _well_posed(A0, data, M, eta, cps, normalized):
+        normalized = False
+    ref, err = _numpy_or_error(A0, data, M, eta, cps, normalized)
+    for mode in ("kmat", "sparse", "block"):
+        with _forced_update(mode):
+            if err is not None:
+                with pytest.raises(FloatingPointError) as info:
+                    gd_compiled(A0, data, M, eta, cps, normalized)
+                assert _step_of(info.value) == _step_of(err), f"{mode}: diverged at {_step_of(info.value)}"
+                continue
+            B, L = gd_compiled(A0, data, M, eta, cps, normalized)
+        _check(f"{mode} update: B(tau)", ref[0], B, problem)
+        _check(f"{mode} update: L(tau)", ref[1], L, problem)
+
+
+# ------------------------------------------------------------------------------------------------
 # Batched == one at a time
 # ------------------------------------------------------------------------------------------------
 @settings(deadline=None, max_examples=scaled(6))

@@ -5,6 +5,7 @@
 * gradients (Lemma 1) match central finite differences; the per-class sparse path matches the dense one;
 * the tied decoder (Lemma 3) coincides with the free one while Z is frozen;
 * the integrator's step-halving check accepts accurate runs and raises on inaccurate ones;
+* the compiled integrator and population GD (numba) agree with the numpy reference to 1e-10 relative;
 * the strategies generate what they promise; invalid parameters raise ValueError.
 
 Replay a failure: ``.venv/bin/python -m pytest properties/test_scansnap_model.py -k NAME`` (the ci profile is
@@ -126,6 +127,40 @@ def test_integrator_error_check_is_honest_and_raises():
         integrate(classes, 200.0, eta_y=3.0, eta_z=1.0, steps_per_unit=1, max_halvings=0, rtol=1e-12, atol=1e-14)
 
 
+@settings(deadline=None, max_examples=FEW)     # the numpy reference is the slow side (~0.3 s a run)
+@given(classes=sequence_classes(classes=st.integers(2, 4), queries=st.integers(1, 2), distinct=st.integers(1, 3),
+                                common=st.integers(0, 2)),
+       decoder=st.sampled_from(["free", "tied"]), ratio=st.sampled_from([1.0, 10.0]),
+       scale=st.sampled_from([0.0, 0.5]), seed=st.integers(0, 2**16))
+def test_compiled_integrator_agrees_with_numpy(classes, decoder, ratio, scale, seed):
+    """Same step plan, same RK4 stages: only reductions and exp/log round differently (~1e-15 per step).
+    Tolerance: 1e-10 relative to max(1, |x|) -- entries that stay 0 in exact arithmetic carry ~1e-15 of
+    rounding noise in both paths, which no relative test can compare; the integrator certifies 1e-8 + 1e-6 |x|."""
+    record_inputs(M=classes.M, classes=classes.K, ratio=ratio)
+    rng = np.random.default_rng(seed)
+    M, K = classes.M, classes.K
+    init = dict(Z0=rng.normal(0, scale, (M, M)))
+    init["Y0" if decoder == "free" else "W0"] = rng.normal(0, scale, (M, M) if decoder == "free" else (K, M))
+    # coarse steps and a loose tolerance keep the numpy side cheap: this compares arithmetic, not accuracy
+    kw = dict(eta_y=ratio, eta_z=1.0, decoder=decoder, n_eval=8, steps_per_unit=8, rtol=1e-3, atol=1e-5,
+              max_halvings=8, **init)
+    a = integrate(classes, 30.0, engine="numpy", **kw)
+    b = integrate(classes, 30.0, engine="compiled", **kw)
+    assert a.steps == b.steps and a.Z.shape == b.Z.shape and a.D.shape == b.D.shape
+    for x, y in ((a.Z, b.Z), (a.D, b.D)):
+        err = float(np.max(np.abs(x - y)) / max(np.max(np.abs(x)), 1.0))
+        record_metrics(relative_difference=err)
+        assert err <= 1e-10, f"compiled vs numpy integrator: {err:.3g} relative to max(1, |x|)"
+    assert abs(a.error_estimate - b.error_estimate) <= 1e-6 * max(1.0, a.error_estimate)
+    Y0, Z0 = rng.normal(0, scale, (M, M)), rng.normal(0, scale, (M, M))
+    for mom in (0.0, 0.9):
+        ga = population_gd(classes, steps=50, eta_y=ratio * 0.1, eta_z=0.1, momentum=mom, Y0=Y0, Z0=Z0, engine="numpy")
+        gb = population_gd(classes, steps=50, eta_y=ratio * 0.1, eta_z=0.1, momentum=mom, Y0=Y0, Z0=Z0,
+                           engine="compiled")
+        for x, y in zip(ga, gb):
+            assert np.max(np.abs(x - y)) <= 1e-10 * max(np.max(np.abs(x)), 1.0)
+
+
 # ---------------------------------------------------------------------------------------------- strategies
 
 
@@ -176,6 +211,7 @@ def test_strategies_shrink_to_the_smallest_layout():
     lambda: integrate(syn_layout(1, 2, 1, 1), -1.0, eta_y=1, eta_z=1),
     lambda: integrate(syn_layout(1, 2, 1, 1), 1.0, eta_y=1, eta_z=float("nan")),
     lambda: integrate(syn_layout(1, 2, 1, 1), 1.0, eta_y=1, eta_z=1, decoder="bogus"),
+    lambda: integrate(syn_layout(1, 2, 1, 1), 1.0, eta_y=1, eta_z=1, engine="bogus"),
     lambda: syn_layout(0, 2),
 ])
 def test_invalid_parameters_raise_one_line_value_errors(call):

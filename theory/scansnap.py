@@ -173,6 +173,17 @@ def syn_layout(n_queries: int = 1, per_query: int = 2, n_common: int = 10, n_dis
 # --------------------------------------------------------------------------------------------------
 
 
+ENGINE = "compiled"      # default engine of integrate / population_gd: "compiled" (numba) or "numpy"
+ENGINES = ("compiled", "numpy")
+
+
+def _engine(engine):
+    engine = ENGINE if engine is None else engine
+    if engine not in ENGINES:
+        raise ScanSnapError(f"engine: expected one of {ENGINES}, got {engine!r}")
+    return engine
+
+
 def _check_rates(eta_y, eta_z):
     for name, v in (("eta_y", eta_y), ("eta_z", eta_z)):
         if not isinstance(v, (int, float, np.floating, np.integer)) or not math.isfinite(v) or v < 0:
@@ -375,13 +386,18 @@ def train_sgd(classes: SequenceClasses, *, steps: int, eta_y, eta_z, batch: int 
 
 
 def population_gd(classes: SequenceClasses, *, steps: int, eta_y, eta_z, momentum: float = 0.0,
-                  Y0=None, Z0=None):
+                  Y0=None, Z0=None, engine: str | None = None):
     """Discrete gradient descent on the population loss with ``c_n`` (Lemma 2): the ``B, T -> inf`` limit of
-    :func:`train_sgd` at the same step and momentum.  Returns ``(Y, Z)`` after ``steps`` steps."""
+    :func:`train_sgd` at the same step and momentum.  Returns ``(Y, Z)`` after ``steps`` steps.
+    ``engine``: as in :func:`integrate`."""
     _check_rates(eta_y, eta_z)
+    engine = _engine(engine)
     M = classes.M
     Y = np.zeros((M, M)) if Y0 is None else np.array(Y0, float)
     Z = np.zeros((M, M)) if Z0 is None else np.array(Z0, float)
+    if engine == "compiled":
+        from theory.scansnap_kernels import population_gd as compiled
+        return compiled(classes, steps, eta_y, eta_z, momentum, Y, Z)
     bY, bZ = np.zeros_like(Y), np.zeros_like(Z)
     for _ in range(int(steps)):
         _, dY, dZ = population_loss_grads(Y, Z, classes)
@@ -433,29 +449,41 @@ def _rhs_factory(classes, decoder, eta_y, eta_z):
     return rhs
 
 
-def _rk4_logtime(rhs, D0, Z0, t_eval, steps_per_unit, tau):
-    """Classical RK4 in ``s = ln(1 + t/tau)`` (``dx/ds = (tau + t) dx/dt``): the late dynamics slow down like
-    ``1/t`` (Theorem 1(b), Theorem 4), so uniform steps in ``s`` keep the local error roughly uniform while
-    the step in ``t`` grows geometrically."""
-    D, Z = D0.copy(), Z0.copy()
-    out_D, out_Z = [], []
-    s_prev, nsteps = 0.0, 0
+def _rk4_plan(t_eval, steps_per_unit, tau):
+    """The step plan of :func:`_rk4_logtime`, one segment per recorded state: ``(n, h, s_start)`` arrays --
+    ``n`` RK4 steps of size ``h`` in ``s = ln(1 + t/tau)`` starting at ``s_start`` (``n = 0``: the current
+    state is recorded again).  Shared by the numpy and the compiled integrators, so both take exactly the
+    same steps."""
+    seg_n, seg_h, seg_s = [], [], []
+    s_prev = 0.0
     if t_eval[0] == 0:
-        out_D.append(D.copy()); out_Z.append(Z.copy())
+        seg_n.append(0); seg_h.append(0.0); seg_s.append(0.0)
     for t_target in t_eval:
         s_target = math.log1p(t_target / tau)
         if s_target <= s_prev:
             if t_target != 0:
-                out_D.append(D.copy()); out_Z.append(Z.copy())
+                seg_n.append(0); seg_h.append(0.0); seg_s.append(s_prev)
             continue
         n = max(1, math.ceil((s_target - s_prev) * steps_per_unit))
-        h = (s_target - s_prev) / n
+        seg_n.append(n); seg_h.append((s_target - s_prev) / n); seg_s.append(s_prev)
+        s_prev = s_target
+    return np.array(seg_n, dtype=np.int64), np.array(seg_h), np.array(seg_s)
 
-        def f(s, D, Z):
-            scale = tau * math.exp(s)          # dt/ds = tau + t
-            a, b = rhs(scale - tau, D, Z)
-            return scale * a, scale * b
-        s = s_prev
+
+def _rk4_logtime(rhs, D0, Z0, t_eval, steps_per_unit, tau):
+    """Classical RK4 in ``s = ln(1 + t/tau)`` (``dx/ds = (tau + t) dx/dt``): the late dynamics slow down like
+    ``1/t`` (Theorem 1(b), Theorem 4), so uniform steps in ``s`` keep the local error roughly uniform while
+    the step in ``t`` grows geometrically.  The numpy reference of the compiled
+    :func:`theory.scansnap_kernels.rk4_logtime` (same plan, :func:`_rk4_plan`)."""
+    D, Z = D0.copy(), Z0.copy()
+    out_D, out_Z = [], []
+
+    def f(s, D, Z):
+        scale = tau * math.exp(s)          # dt/ds = tau + t
+        a, b = rhs(scale - tau, D, Z)
+        return scale * a, scale * b
+    seg_n, seg_h, seg_s = _rk4_plan(t_eval, steps_per_unit, tau)
+    for n, h, s in zip(seg_n.tolist(), seg_h.tolist(), seg_s.tolist()):
         for _ in range(n):
             k1 = f(s, D, Z)
             k2 = f(s + h / 2, D + h / 2 * k1[0], Z + h / 2 * k1[1])
@@ -464,15 +492,14 @@ def _rk4_logtime(rhs, D0, Z0, t_eval, steps_per_unit, tau):
             D = D + h / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
             Z = Z + h / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
             s += h
-        nsteps += n
-        s_prev = s_target
         out_D.append(D.copy()); out_Z.append(Z.copy())
-    return np.array(out_D), np.array(out_Z), nsteps
+    return np.array(out_D), np.array(out_Z), int(seg_n.sum())
 
 
 def integrate(classes: SequenceClasses, t_end: float, *, eta_y: float, eta_z: float, decoder: str = "free",
               n_eval: int = 64, t_eval=None, Y0=None, Z0=None, W0=None, steps_per_unit: int = 64,
-              tau: float | None = None, rtol: float = 1e-6, atol: float = 1e-8, max_halvings: int = 4) -> Trajectory:
+              tau: float | None = None, rtol: float = 1e-6, atol: float = 1e-8, max_halvings: int = 4,
+              engine: str | None = None) -> Trajectory:
     """Integrate the long-sequence-limit dynamics from ``t = 0`` to ``t_end`` (SGD-step units).
 
     Output times: ``t_eval`` if given, else ``0`` and ``n_eval`` log-spaced times up to ``t_end``.
@@ -480,10 +507,15 @@ def integrate(classes: SequenceClasses, t_end: float, *, eta_y: float, eta_z: fl
     of the finer run's error, ``max |x_h - x_{h/2}| / 15``, must be ``<= atol + rtol |x|`` at every output
     time, for ``Z`` and the decoder.  Otherwise the step is halved again, up to ``max_halvings`` times, and
     then :class:`IntegrationError` is raised.  The accepted (finer) run is returned.
+
+    ``engine``: ``"compiled"`` (numba, :mod:`theory.scansnap_kernels`) or ``"numpy"`` (the reference
+    :func:`_rk4_logtime`); both take the same steps and agree to rounding (~1e-13 relative).  ``None``:
+    the module default :data:`ENGINE` (``"compiled"``; ``benchmarks/bench_scansnap.py`` switches it).
     """
     _check_rates(eta_y, eta_z)
     if decoder not in DECODERS:
         raise ScanSnapError(f"decoder: expected one of {DECODERS}, got {decoder!r}")
+    engine = _engine(engine)
     if not (isinstance(t_end, (int, float, np.floating, np.integer)) and math.isfinite(t_end) and t_end > 0):
         raise ScanSnapError(f"t_end: expected a finite positive time, got {t_end!r}")
     M, K = classes.M, classes.K
@@ -500,9 +532,16 @@ def integrate(classes: SequenceClasses, t_end: float, *, eta_y: float, eta_z: fl
         D0 = np.zeros((M, M)) if Y0 is None else np.array(Y0, float)
     else:
         D0 = np.zeros((K, M)) if W0 is None else np.array(W0, float)
-    rhs = _rhs_factory(classes, decoder, float(eta_y), float(eta_z))
-    def run(spu):
-        return _rk4_logtime(rhs, D0, Z0, t_eval, spu, tau)
+    if engine == "numpy":
+        rhs = _rhs_factory(classes, decoder, float(eta_y), float(eta_z))
+
+        def run(spu):
+            return _rk4_logtime(rhs, D0, Z0, t_eval, spu, tau)
+    else:
+        from theory.scansnap_kernels import rk4_logtime
+
+        def run(spu):
+            return rk4_logtime(classes, decoder, eta_y, eta_z, D0, Z0, _rk4_plan(t_eval, spu, tau), tau)
     coarse = run(steps_per_unit)
     spu = steps_per_unit
     worst = np.inf
