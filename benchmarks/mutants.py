@@ -1,0 +1,167 @@
+"""Mutation testing of the suite: plausible bugs planted in ``theory/`` one at a time, the suite run on each.
+
+    .venv/bin/python benchmarks/mutants.py [--profile ci] [--workers 2] [--only NAME ...] [--markdown]
+
+Each mutant is one textual replacement in one file (checked to apply exactly once before anything runs).
+For each, a detached git worktree of HEAD gets the replacement, the property suite runs there
+(``pytest -q -rf``, the chosen profile, no report pruning of this checkout), and the table says whether
+the mutant was killed, by how many and which properties, and how long it took.  The suite's claim is
+that every mutant is killed by at least two properties (``KILL_MIN``); the exit status is 1 otherwise.
+
+Not part of the CI run: a full pass is ~20 suite runs (about an hour on 2 cores).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+KILL_MIN = 2
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    what: str
+    path: str
+    old: str
+    new: str
+
+
+MUTANTS = [
+    Mutant("tpg-reversed", "TPG edges point from the other tokens to the label", "theory/graphs.py",
+           "g.add_edges_from((y, x) for x in set(seq) if x != y)",
+           "g.add_edges_from((x, y) for x in set(seq) if x != y)"),
+    Mutant("top-scc-lowest", "hard retrieval keeps the lowest-priority SCC", "theory/graphs.py",
+           "best = min(tpg.component[t] for t in known)", "best = max(tpg.component[t] for t in known)"),
+    Mutant("svm-margin-2", "Graph-SVM margins >= 2 instead of >= 1", "theory/svm.py",
+           "cs = [(cons.dominate / an[:, None]) @ w >= s / an]",
+           "cs = [(cons.dominate / an[:, None]) @ w >= 2 * s / an]"),
+    Mutant("svm-no-equalities", "Graph-SVM drops the (i ≍ j) equalities", "theory/svm.py",
+           "        cs.append((cons.equal[keep] / cn[keep, None]) @ w == 0)",
+           "        cs.append((cons.equal[keep] / cn[keep, None]) @ w == (cons.equal[keep] / cn[keep, None]) @ w)"),
+    Mutant("svm-row-sign", "constraint rows (e_j - e_i) e_k^T", "theory/svm.py",
+           "return np.outer(E[i] - E[j], E[k]).ravel()", "return np.outer(E[j] - E[i], E[k]).ravel()"),
+    Mutant("sfin-generators", "S_fin spanned by the ⇒ rows instead of the ≍ rows", "theory/subspace.py",
+           "gens = constraints(problem, graphs or token_priority_graphs(problem)).equal",
+           "gens = constraints(problem, graphs or token_priority_graphs(problem)).dominate"),
+    Mutant("wfin-unmasked", "W^fin minimizes the full loss, not the label-SCC-restricted one", "theory/finite.py",
+           "m = label_scc_mask(problem, graphs) if mask is None else mask",
+           "m = (problem.counts > 0).astype(float) if mask is None else mask"),
+    Mutant("grad-scale", "score gradient off by a factor 2", "theory/losses.py",
+           "    ds = a * (delta - mbar)", "    ds = 2.0 * a * (delta - mbar)"),
+    Mutant("normalize-numpy", "normalized GD does not divide by ||grad|| (numpy engine)", "theory/training.py",
+           "return eta / grad_norm if grad_norm > floor else 0.0", "return eta if grad_norm > floor else 0.0"),
+    Mutant("normalize-compiled", "normalized GD does not divide by ||grad|| (compiled engine)", "theory/engine.py",
+           "s = eta / gn if gn > floor else 0.0", "s = eta if gn > floor else 0.0"),
+    Mutant("map-back", "W recovered from token space with the wrong sign", "theory/training.py",
+           "W = W0 - E.T @ B @ E", "W = W0 + E.T @ B @ E"),
+    Mutant("criterion-direction-off", "Theorem 1's direction check disabled", "theory/criteria.py",
+           "    if tan * log_time > DIRECTION_RATE:", "    if False and tan * log_time > DIRECTION_RATE:"),
+    Mutant("criterion-finite-off", "Theorem 1's finite-part check disabled", "theory/criteria.py",
+           "    if fe > FINITE_MAX * fin_scale:", "    if False:"),
+    Mutant("pseudo-threshold", "pseudo-TPG selects at mass > 0.1", "theory/pseudo.py",
+           "SELECT, REJECT = 1e-2, 1e-2 - 1e-3", "SELECT, REJECT = 1e-1, 1e-1 - 1e-3"),
+    Mutant("scansnap-rates-swapped", "Scan and Snap population GD with η_Y and η_Z swapped", "theory/scansnap.py",
+           "return compiled(classes, steps, eta_y, eta_z, momentum, Y, Z)",
+           "return compiled(classes, steps, eta_z, eta_y, momentum, Y, Z)"),
+    Mutant("scansnap-rhs-rates", "Scan and Snap dynamics with η_Y and η_Z swapped", "theory/scansnap.py",
+           "        ey, ez = eta_y, eta_z", "        ey, ez = eta_z, eta_y"),
+    Mutant("regpath-radius", "regularization path solved at R/2", "theory/regpath.py",
+           "    radii = sorted(float(R) for R in radii)", "    radii = sorted(float(R) / 2 for R in radii)"),
+    Mutant("automaton-uniform", "automaton's limit attention uniform on the top SCC", "theory/automaton.py",
+           "    return a * mask / (a * mask).sum()", "    return mask / mask.sum()"),
+]
+
+
+def check_mutants(mutants) -> list[str]:
+    """Every mutant must apply exactly once to the current tree."""
+    problems = []
+    for m in mutants:
+        text = (REPO / m.path).read_text()
+        n = text.count(m.old)
+        if n != 1:
+            problems.append(f"{m.name}: {m.path} holds the original text {n} times (needs exactly 1)")
+    return problems
+
+
+def run_mutant(m: Mutant, profile: str, workers: int, timeout: float) -> dict:
+    tmp = Path(tempfile.mkdtemp(prefix=f"mutant-{m.name}-"))
+    tree = tmp / "tree"
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(tree), "HEAD"], check=True)
+    try:
+        target = tree / m.path
+        target.write_text(target.read_text().replace(m.old, m.new, 1))
+        args = [sys.executable, "-m", "pytest", "-q", "-rf", f"--hypothesis-profile={profile}",
+                "--report-root", str(tmp / "reports"), "--report-keep", "1", "--no-observations", "-p",
+                "no:cacheprovider"]
+        args += ["-n", str(workers)] if workers > 1 else ["-p", "no:xdist"]
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        t0 = time.time()
+        try:
+            done = subprocess.run(args, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
+            out, rc = done.stdout, done.returncode
+        except subprocess.TimeoutExpired as exc:
+            out, rc = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or ""), -1
+        seconds = time.time() - t0
+        killers = sorted(set(re.findall(r"^(?:FAILED|ERROR) (\S+)", out, re.M)))
+        return {"name": m.name, "what": m.what, "killed": bool(killers) or rc not in (0,), "killers": killers,
+                "seconds": seconds, "rc": rc}
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def short(nodeid: str) -> str:
+    return nodeid.split("::", 1)[-1].split(" - ")[0]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--profile", default="ci")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per mutant run")
+    ap.add_argument("--only", nargs="*", default=None, help="mutant names to run (default: all)")
+    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    a = ap.parse_args(argv)
+    chosen = [m for m in MUTANTS if a.only is None or m.name in a.only]
+    unknown = set(a.only or ()) - {m.name for m in MUTANTS}
+    if unknown:
+        print(f"error: unknown mutant(s) {sorted(unknown)}; known: {[m.name for m in MUTANTS]}", file=sys.stderr)
+        return 2
+    problems = check_mutants(chosen)
+    if problems:
+        print("error: " + "; ".join(problems), file=sys.stderr)
+        return 2
+    rows = []
+    for i, m in enumerate(chosen, 1):
+        print(f"[{i}/{len(chosen)}] {m.name}: {m.what} ...", file=sys.stderr, flush=True)
+        r = run_mutant(m, a.profile, a.workers, a.timeout)
+        print(f"    killed={r['killed']} by {len(r['killers'])} in {r['seconds']:.0f} s", file=sys.stderr, flush=True)
+        rows.append(r)
+    ok = sum(len(r["killers"]) >= KILL_MIN for r in rows)
+    if a.markdown:
+        print("| mutant | what | killed | by | properties (first 4) | seconds |")
+        print("|---|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['name']} | {r['what']} | {'yes' if r['killed'] else '**no**'} | {len(r['killers'])} | "
+                  f"{', '.join(short(k) for k in r['killers'][:4])} | {r['seconds']:.0f} |")
+    else:
+        for r in rows:
+            print(f"{r['name']:<26} killed={'yes' if r['killed'] else 'NO ':<3} by {len(r['killers']):>3}  "
+                  f"{r['seconds']:6.0f} s  {', '.join(short(k) for k in r['killers'][:4])}")
+    print(f"\nmutation score: {sum(r['killed'] for r in rows)}/{len(rows)} killed; "
+          f"{ok}/{len(rows)} killed by at least {KILL_MIN} properties")
+    return 0 if ok == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
