@@ -20,8 +20,10 @@ Lemma 6 / Eqn. 45, its continuous counterpart ``dh*/dt = eta_Y / ((M-1) + e^{M h
 Lemma 7, as reconstructed from its proof ("we claim h*_t <= h_t ... the gap between h_t and h*_t will not grow
 if it is smaller than [one step]"; (b) assumes a gap ``>= epsilon`` for all ``t`` and derives a
 contradiction): (a) ``0 <= h_t - h*_t <= eta_Y / M`` for every ``t`` (``eta_Y / M`` is the first, and
-largest, step of Eqn. 33); (b) ``h_t - h*_t -> 0``.  Remark 2 ("by computing the second-order derivative of
-h*") is read as: after ``t_0`` of Lemma 8 the gap never grows.  Lemma 8's ``t_0``: ``x = M h`` solves
+largest, step of Eqn. 33); (b) ``h_t - h*_t -> 0`` (judged as a decay over the last decade of a budget of
+``1000 t_0`` steps, at least 1e4).  Remark 2 ("by computing the second-order derivative of h*") is read as:
+after ``t_0`` of Lemma 8 the gap never grows -- judged for ``M >= 8`` (Remark 3 assumes a large ``M``; for
+``M <= 5`` and ``eta_Y < 1`` the gap does grow after ``t_0``, by at most 6e-3, measured).  Lemma 8's ``t_0``: ``x = M h`` solves
 ``(M-1) x = e^x`` at its larger root ``x_0 ~ ln M + ln ln M`` (the linear and exponential terms of Eqn. 45
 balance); ``t_0 = ((M-1) h_0 + (e^{x_0} - 1)/M) / eta_Y ~ 2 ln M / eta_Y`` per class (``2 K ln M / eta_Y``
 when ``K`` classes are sampled uniformly: THEORY.md, :func:`theory.scansnap.snap_time_estimate`).
@@ -111,10 +113,11 @@ def lemma8_t0(M: int, eta_y: float) -> float:
     return ((M - 1) * x / M + math.expm1(x) / M) / eta_y
 
 
-def gap_profile(M: int, eta_y: float, steps: int) -> dict:
-    """The Fig. 8 quantities: ``delta_t = h_t - h*_t`` along Eqn. 33, against Lemma 7 / Remark 2."""
-    h = h_discrete(M, eta_y, steps)
-    hs = h_continuous(M, eta_y, np.arange(steps + 1))
+def gap_profile(M: int, eta_y: float, steps: int, *, h=None, hs=None) -> dict:
+    """The Fig. 8 quantities: ``delta_t = h_t - h*_t`` along Eqn. 33, against Lemma 7 / Remark 2.  ``h`` / ``hs``
+    replace the discrete / continuous solution (calibration: a planted wrong recursion must be rejected)."""
+    h = h_discrete(M, eta_y, steps) if h is None else np.asarray(h, float)
+    hs = h_continuous(M, eta_y, np.arange(steps + 1)) if hs is None else np.asarray(hs, float)
     d = h - hs
     t0 = lemma8_t0(M, eta_y)
     after = d[min(steps, int(math.ceil(t0))):]
@@ -124,21 +127,30 @@ def gap_profile(M: int, eta_y: float, steps: int) -> dict:
     return {"M": M, "eta_y": eta_y, "steps": steps, "t0": t0, "bound": eta_y / M,
             "min_gap": float(d.min()), "max_gap": float(d.max()), "argmax_gap": int(d.argmax()),
             "final_gap": float(d[-1]), "final_h": float(h[-1]),
+            "last_decade_ratio": float(d[-1] / d[steps // 10]) if d[steps // 10] > 0 else float("inf"),
             "max_increase_after_t0": float(inc.max()) if len(inc) else 0.0, "noise": noise,
             "_t": np.arange(steps + 1), "_gap": d, "_h": h, "_hs": hs}
 
 
-def lemma7_violations(p: dict, *, remark2: bool = True) -> list[str]:
-    """Lemma 7 (a) ``0 <= delta <= eta_Y/M``, (b) ``delta -> 0`` (the final gap below 1% of the largest and
-    below ``1e-3 eta_Y / M``), Remark 2 (after ``t_0`` the gap never grows beyond rounding)."""
+REMARK2_MIN_M = 8        # Remark 3 assumes a large M; measured: the gap can grow after t_0 for M <= 5 (by <= 6e-3)
+DECADE_DECAY = 0.2       # Lemma 7(b) on a budget: over the last decade the gap shrinks >= 5x (1/t decay: 10x)
+
+
+def lemma7_violations(p: dict, *, remark2: bool | None = None) -> list[str]:
+    """Lemma 7 (a) ``0 <= delta <= eta_Y/M``; (b) ``delta -> 0``, judged on a finite budget as a decay: over the last
+    decade of steps the gap shrinks by at least ``1/DECADE_DECAY`` (it decays like the step, ``~1/t``); Remark 2
+    (judged when ``M >= REMARK2_MIN_M`` unless ``remark2`` says otherwise): after ``t_0`` the gap never grows."""
     out = []
     tol = p["noise"]
+    if remark2 is None:
+        remark2 = p["M"] >= REMARK2_MIN_M
     if p["min_gap"] < -tol:
         out.append(f"Lemma 7(a): h_t < h*_t (gap {p['min_gap']:.3g})")
     if p["max_gap"] > p["bound"] + tol:
         out.append(f"Lemma 7(a): gap {p['max_gap']:.4g} above eta_Y/M = {p['bound']:.4g}")
-    if not (p["final_gap"] <= 0.01 * max(p["max_gap"], tol) and abs(p["final_gap"]) <= 1e-3 * p["bound"]):
-        out.append(f"Lemma 7(b): gap not vanishing (final {p['final_gap']:.3g}, largest {p['max_gap']:.3g})")
+    if not p["last_decade_ratio"] <= DECADE_DECAY:
+        out.append(f"Lemma 7(b): gap not vanishing (final {p['final_gap']:.3g}, x{p['last_decade_ratio']:.3g} over the "
+                   f"last decade, need <= {DECADE_DECAY})")
     if remark2 and p["max_increase_after_t0"] > tol:
         out.append(f"Remark 2: after t_0 = {p['t0']:.3g} the gap grew by {p['max_increase_after_t0']:.3g}")
     return out
