@@ -235,3 +235,23 @@ def test_recall_curve_shape(data):
     assert abs(area - 1.0) <= k * (taus[1] - taus[0]) + 1e-9, f"integral of recall: expected 1, got {area:.6f}"
     assert descent(recall_curve(np.eye(1, 10)[0] * 10)) == 0.0
     assert descent(recall_curve(np.ones(10))) == 1.0
+
+
+# ------------------------------------------------------------------------------------------------ the command line
+
+
+def test_cli_tian_fig8_json_and_figure(tmp_path, capsys):
+    """``python -m theory reproduce tian-fig8 --steps N --figure FILE``: strict JSON on stdout, a PNG on disk;
+    a bad option is one line on stderr with status 2."""
+    import json
+
+    from theory.cli import main
+
+    png = tmp_path / "fig8.png"
+    assert main(["reproduce", "tian-fig8", "--steps", "2000", "--figure", str(png)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["experiment"] == "tian-fig8" and len(out["runs"]) == 9 and not any(r["violations"] for r in out["runs"]), out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", "--figure did not write a PNG"
+    assert main(["reproduce", "tian-fig5", "--seeds", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "seeds" in err, err

@@ -23,7 +23,7 @@ contradiction): (a) ``0 <= h_t - h*_t <= eta_Y / M`` for every ``t`` (``eta_Y / 
 largest, step of Eqn. 33); (b) ``h_t - h*_t -> 0`` (judged as a decay over the last decade of a budget of
 ``1000 t_0`` steps, at least 1e4).  Remark 2 ("by computing the second-order derivative of h*") is read as:
 after ``t_0`` of Lemma 8 the gap never grows -- judged for ``M >= 8`` (Remark 3 assumes a large ``M``; for
-``M <= 5`` and ``eta_Y < 1`` the gap does grow after ``t_0``, by at most 6e-3, measured).  Lemma 8's ``t_0``: ``x = M h`` solves
+``M <= 5`` and ``eta_Y <= 1`` the gap does grow after ``t_0``, by at most 6e-3, measured).  Lemma 8's ``t_0``: ``x = M h`` solves
 ``(M-1) x = e^x`` at its larger root ``x_0 ~ ln M + ln ln M`` (the linear and exponential terms of Eqn. 45
 balance); ``t_0 = ((M-1) h_0 + (e^{x_0} - 1)/M) / eta_Y ~ 2 ln M / eta_Y`` per class (``2 K ln M / eta_Y``
 when ``K`` classes are sampled uniformly: THEORY.md, :func:`theory.scansnap.snap_time_estimate`).
