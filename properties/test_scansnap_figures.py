@@ -36,7 +36,7 @@ from theory.scansnap import snap_time_estimate, syn_layout
 from theory.scansnap_adam import adam_runs, fig5_figure, subset_statistics, subset_violations
 from theory.scansnap_recall import (TAUS, descent, fig11_pairs, fig12_pairs, ordering_violations, recall_curve,
                                     recall_figure, recall_grid)
-from theory.scansnap_snap import (FIG3_ETA_Y, FIG3_ETA_Z, fig3_figure, fig3_violations, fig9_violations, gap_profile, h_continuous,
+from theory.scansnap_snap import (FIG3_ETA_Y, FIG3_ETA_Z, FIG8_ETA_Y, FIG8_M, fig3_figure, fig8_figure, fig9_figure, fig3_violations, fig9_violations, gap_profile, h_continuous,
                                   h_discrete, lemma7_violations, lemma8_t0, rate_sweep)
 
 pytestmark = pytest.mark.theorem("Scan and Snap")
@@ -73,6 +73,8 @@ def test_fig8_criterion_rejects_planted_recursions():
     M, eta_y, steps = 50, 1.0, 50_000
     good = gap_profile(M, eta_y, steps)
     assert not lemma7_violations(good), lemma7_violations(good)
+    record_figure("tian-fig8: h_t - h*_t (Eqn. 33 vs Eqn. 45)",
+                  fig8_figure({"steps": 5_000, "runs": [{"M": m, "eta_y": e} for m in FIG8_M for e in FIG8_ETA_Y]}))
     # (a) look-ahead: the rate taken one (first-order) step later -> h_t below h*_t
     h = np.zeros(steps + 1)
     for t in range(steps):
@@ -140,12 +142,21 @@ def test_fig9_early_value_depends_on_the_ratio_only(classes, ratio):
 
 
 def test_fig9_criterion_fails_at_fixed_eta_z():
-    """Calibration: Fig. 3's setting (eta_Z fixed, eta_Y x4) -- the early-stage value then scales like 1/eta_Y."""
+    """Calibration: Fig. 3's setting (eta_Z fixed, eta_Y x4) -- the early-stage value then scales like 1/eta_Y --
+    next to the same layout at a fixed ratio (which passes); both go to the report as the Fig. 9 figure."""
     cl = syn_layout(1, 2, 3, 5)
     rows = rate_sweep(cl, [(1.0, 0.4), (4.0, 0.4)], n_eval=60)
     bad = fig9_violations(rows)
     record_metrics(early_ratio_fixed_eta_z=rows[0]["z_at_t0"] / rows[1]["z_at_t0"])
     assert any("early-stage value" in v for v in bad), explain("fixed eta_Z", bad, "an early-stage violation")
+    ratio_rows = rate_sweep(cl, [(1.0, 0.1), (4.0, 0.4)], n_eval=60)
+    assert not fig9_violations(ratio_rows), explain("fixed ratio 0.1", fig9_violations(ratio_rows))
+
+    def curves(rs):
+        return [{"eta_y": r["eta_y"], "eta_z": r["eta_z"], "t0": r["t0"], "t": r["_t"], "z": r["_z"]} for r in rs]
+    record_figure("tian-fig9 (layout M=17, K=2): fixed eta_Z/eta_Y vs fixed eta_Z",
+                  fig9_figure({"fixed_ratio": {"eta_z_over_eta_y": 0.1}, "fixed_eta_z": {"eta_z": 0.4},
+                               "_curves": {"fixed_ratio": curves(ratio_rows), "fixed_eta_z": curves(rows)}}))
 
 
 # ------------------------------------------------------------------------------------------------ Fig. 5
