@@ -36,8 +36,9 @@ from theory.scansnap import snap_time_estimate, syn_layout
 from theory.scansnap_adam import adam_runs, fig5_figure, subset_statistics, subset_violations
 from theory.scansnap_recall import (TAUS, descent, fig11_pairs, fig12_pairs, ordering_violations, recall_curve,
                                     recall_figure, recall_grid)
-from theory.scansnap_snap import (FIG3_ETA_Y, FIG3_ETA_Z, FIG8_ETA_Y, FIG8_M, fig3_figure, fig8_figure, fig9_figure, fig3_violations, fig9_violations, gap_profile, h_continuous,
-                                  h_discrete, lemma7_violations, lemma8_t0, rate_sweep)
+from theory.scansnap_snap import (FIG3_ETA_Y, FIG3_ETA_Z, FIG8_ETA_Y, FIG8_M, fig3_figure, fig3_violations, fig8_figure,
+                                  fig9_figure, fig9_violations, gap_profile, h_continuous, h_discrete, lemma7_violations,
+                                  lemma8_t0, rate_sweep)
 
 pytestmark = pytest.mark.theorem("Scan and Snap")
 DYN_FEW = max(2, settings.default.max_examples // 8)     # ci: 3 examples of ~1-2 s each
