@@ -39,10 +39,13 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--trials", type=int, default=None, help="trials (Li et al. experiments; default 10, li-local 40)")
     r.add_argument("--seeds", type=int, default=None, help="seeds (Scan and Snap experiments)")
     r.add_argument("--seed", type=int, default=0, help="base random seed")
-    r.add_argument("--steps", type=int, default=None, help="override the number of GD steps")
+    r.add_argument("--steps", type=int, default=None,
+                   help="override the number of GD steps (tian-fig5: Adam steps; tian-fig8: recursion steps; "
+                        "tian-fig11/12: SGD iterations)")
     r.add_argument("--loss", choices=["ce", "lsq"], default=None, help="li-local: ce (default) or lsq = (1 - softmax(C f)_y)^2")
     r.add_argument("--shape", default=None, help="li-local: n,T,K,d (default 6,4,6,8; the earlier note's 4,6,8,8)")
-    r.add_argument("--figure", default=None, help="li-local: write the correlation figure to this PNG file")
+    r.add_argument("--figure", default=None,
+                   help="li-local, tian-fig*: write the experiment's figure to this PNG file (matplotlib, Agg)")
     return p
 
 

@@ -14,6 +14,12 @@ EXPERIMENTS = {
     "li-local": "theory.experiments:li_local",
     "syn-small": "theory.scansnap_experiments:syn_small",
     "syn-medium": "theory.scansnap_experiments:syn_medium",
+    "tian-fig3": "theory.scansnap_snap:tian_fig3",
+    "tian-fig5": "theory.scansnap_adam:tian_fig5",
+    "tian-fig8": "theory.scansnap_snap:tian_fig8",
+    "tian-fig9": "theory.scansnap_snap:tian_fig9",
+    "tian-fig11": "theory.scansnap_recall:tian_fig11",
+    "tian-fig12": "theory.scansnap_recall:tian_fig12",
 }
 
 
