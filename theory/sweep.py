@@ -357,12 +357,41 @@ def read_records(path: Path) -> list[dict]:
     return out
 
 
+def _drop_torn_tail(path: Path) -> None:
+    """Cut an unfinished last line (a client killed while writing), so appended records start on a line."""
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as fh:
+            fh.truncate(data.rfind(b"\n") + 1)
+
+
+def _reachable(address: str) -> None:
+    """Fail fast (one line) when a ``tcp://host:port`` scheduler does not accept connections."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if parts.scheme not in ("tcp", "tls"):
+        return  # other transports (inproc, ucx, ws): let Dask judge them
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:
+        raise SweepError(f"--scheduler {address}: bad address ({exc})") from None
+    if not host or not port:
+        raise SweepError(f"--scheduler {address}: expected tcp://HOST:PORT")
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+    except OSError as exc:
+        raise SweepError(f"--scheduler {address}: cannot connect ({exc.strerror or exc})") from None
+
+
 def _connect(workers: int | None, scheduler: str | None):
     try:
         from distributed import Client, LocalCluster
     except ImportError as exc:
         raise SweepError(f"--workers/--scheduler need dask.distributed ({exc})") from None
     if scheduler:
+        _reachable(scheduler)
         try:
             client = Client(scheduler, timeout="10s")
         except (OSError, TimeoutError, ValueError, TypeError) as exc:
@@ -391,6 +420,7 @@ def execute(name: str, *, seeds: int | None = None, out: str | Path, resume: boo
     if out.exists() and out.stat().st_size > 0:
         if not resume:
             raise SweepError(f"--out {out}: file exists; --resume continues it (or choose another file)")
+        _drop_torn_tail(out)
         done = {record_key(r["sweep"], r["params"], r["seed"]) for r in read_records(out) if r.get("sweep") == name}
     todo = [(p, s) for p, s in todo_all if record_key(name, p, s) not in done]
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -510,8 +540,7 @@ def figure(records: list[dict], name: str | None = None) -> bytes:
         ys = _sorted_values(k[2] for k in counts)
         fig, axs = plt.subplots(1, len(facets), figsize=(1.1 * len(xs) * len(facets) + 1.5, 0.75 * len(ys) + 1.6),
                                 squeeze=False)
-        cmap = plt.get_cmap("RdYlGn").copy()
-        cmap.set_bad("#dddddd")
+        cmap = plt.get_cmap("RdYlGn").with_extremes(bad="#dddddd")
         for ax, facet in zip(axs[0], facets):
             share = np.full((len(ys), len(xs)), np.nan)
             for i, y in enumerate(ys):
