@@ -146,7 +146,10 @@ def section5_run(params: dict, seed: int) -> tuple[str, dict]:
         raise SweepError(f"section5-phase: head {head!r} not in {sorted(HEADS)}")
     rng = _cell_seed(seed, 6)
     p = valid_problem(rng, 6, 1.0, loss=loss, head=HEADS[head])
-    eta = safe_step(p)
+    try:
+        eta = safe_step(p)
+    except ValueError as exc:  # e.g. the log loss with a head under which u can reach 0: no safe step
+        return "not judged", {"reason": f"no safe step: {exc}"}
     m = {"eta": eta}
     try:
         with np.errstate(over="raise", invalid="raise"):
@@ -184,7 +187,9 @@ def section5_run(params: dict, seed: int) -> tuple[str, dict]:
 
 def _flat(prefix: str, value, out: dict) -> None:
     """Numbers of a reproduction's result as flat measures (per-trial value lists and curves left out)."""
-    if isinstance(value, dict):
+    if isinstance(value, dict) and "mean" in value and prefix:  # one trial's summary: its value
+        out[prefix] = value["mean"]
+    elif isinstance(value, dict):
         for k, v in value.items():
             if k in ("values", "curves", "_history", "runtime_s"):
                 continue
@@ -228,19 +233,24 @@ class Sweep:
     grid: dict = field(default_factory=dict)  # param -> default values (ordered)
     seeds: int = 3
     axes: tuple = ()  # (x, y) params of the phase diagram; the rest are facets
+    headline: tuple = ()  # measures drawn first in a reproduction's figure
 
 
+_LI_GLOBAL = ("correlation", "finite_error", "top_scc_mass")
 SWEEPS = {
-    # Default grid: 5 x 3 x 2 = 30 cells x 3 seeds = 90 runs, about 2-4 minutes in-process on one core.
+    # Default grid: 7 x 5 x 2 = 70 cells x 5 seeds = 350 runs (timings in the README).
     "theorem1-phase": Sweep("theorem1-phase", theorem1_run,
-                            {"step": [0.25, 1.0, 4.0, 16.0, 64.0], "condition": [1.0, 10.0, 100.0], "K": [3, 5]},
-                            seeds=3, axes=("step", "condition")),
+                            {"step": [0.25, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0], "condition": [1.0, 3.0, 10.0, 30.0, 100.0],
+                             "K": [3, 5]},
+                            seeds=5, axes=("step", "condition")),
     "section5-phase": Sweep("section5-phase", section5_run,
                             {"loss": ["log", "ce", "lsq", "square"], "head": ["biorthogonal", "tied", "random"]},
                             seeds=3, axes=("head", "loss")),
-    "li-cyclic": Sweep("li-cyclic", reproduction_run("li-cyclic"), seeds=10),
-    "li-acyclic": Sweep("li-acyclic", reproduction_run("li-acyclic"), seeds=10),
-    "li-local": Sweep("li-local", reproduction_run("li-local"), {"loss": ["ce"]}, seeds=10, axes=("loss",)),
+    "li-cyclic": Sweep("li-cyclic", reproduction_run("li-cyclic"), seeds=10, headline=_LI_GLOBAL),
+    "li-acyclic": Sweep("li-acyclic", reproduction_run("li-acyclic"), seeds=10, headline=_LI_GLOBAL),
+    "li-local": Sweep("li-local", reproduction_run("li-local"), {"loss": ["ce"]}, seeds=10, axes=("loss",),
+                      headline=("correlation_true_tpg", "correlation_pseudo_tpg", "pseudo_equals_true",
+                                "norm_difference_paper_pseudo_tpg", "norm_difference_certified_pseudo_tpg")),
     "syn-small": Sweep("syn-small", reproduction_run("syn-small"), seeds=3),
     "syn-medium": Sweep("syn-medium", reproduction_run("syn-medium"), seeds=3),
 }
@@ -561,7 +571,13 @@ def figure(records: list[dict], name: str | None = None) -> bytes:
         fig.colorbar(im, ax=list(axs[0]), label="pass share (passed / judged; grey: none judged)", shrink=0.9)
         fig.suptitle(f"{name}: {len(records)} runs", fontsize=10)
     else:
-        keys = [k for k, v in records[0]["measures"].items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        def numeric(k):
+            vals = [r["measures"].get(k) for r in records]
+            return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals if v is not None)
+
+        keys = [k for k in (sw.headline if sw else ()) if k in records[0]["measures"]]
+        keys += [k for k in records[0]["measures"] if k not in keys and numeric(k)
+                 and len({r["measures"].get(k) for r in records}) > 1]
         keys = keys[:6]
         fig, axs = plt.subplots(1, max(1, len(keys)), figsize=(2.6 * max(1, len(keys)), 2.6), squeeze=False)
         for ax, k in zip(axs[0], keys):
