@@ -7,10 +7,18 @@ Profiles (choose with ``--hypothesis-profile=NAME``; default ``ci``):
 * ``deep``   -- long unattended runs: 2000 random examples per theorem property (properties with their own
   budget scale with it through ``properties.judging.scaled``: 80x their ci budget).
 * ``dev``    -- a quick local loop.
+* ``fuzz``   -- worker machines of a long hunt: 10,000 random examples per property.  With
+  ``ATTN_SUITE_REDIS=redis://host:port/db`` every counterexample is also saved in that shared Redis, and
+  ``stress``/``deep`` replay the pool first (read-only); see ``suite_db`` and the README, "Beyond one
+  machine".  Without the variable nothing changes.
 
 Training properties set ``deadline=None`` themselves: a GD run is slow by nature, not by accident.
 """
+from pathlib import Path
+
 from hypothesis import HealthCheck, settings
+
+import suite_db
 
 # Collects every run's results and writes reports/<run-id>/index.html (see reports/plugin.py).
 pytest_plugins = ["reports.plugin"]
@@ -23,4 +31,10 @@ settings.register_profile("ci", max_examples=25, derandomize=True, deadline=None
 settings.register_profile("stress", max_examples=200, derandomize=False, deadline=None, print_blob=True)
 settings.register_profile("deep", max_examples=2000, derandomize=False, deadline=None, print_blob=True)
 settings.register_profile("dev", max_examples=5, derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("fuzz", max_examples=10_000, derandomize=False, deadline=None, print_blob=True)
+# ATTN_SUITE_REDIS set: the random profiles get the pooled database (fuzz writes it, stress/deep read it).
+for _name in suite_db.READERS + suite_db.WRITERS:
+    _db = suite_db.profile_database(_name, Path(__file__).resolve().parent)
+    if _db is not None:
+        settings.register_profile(_name, settings.get_profile(_name), database=_db)
 settings.load_profile("ci")

@@ -211,7 +211,40 @@ def build_context(run: dict, run_dir: Path) -> dict:
         "rerun": run.get("rerun") or rerun_command(run), "max_cards": max_cards,
         "n_failed": sum(t["failed"] for t in tests), "run_dir": str(run_dir),
         "observations": _observations(run_dir),
+        "sweeps": _sweeps(run, run_dir),
     }
+
+
+SWEEP_DIR_ENV = "ATTN_SUITE_SWEEPS"  # folder of sweep files (default: <rootdir>/sweeps, python -m theory sweep's)
+
+
+def _sweeps(run: dict, run_dir: Path) -> list[dict]:
+    """Phase diagrams of the sweep files present (``<run>/sweeps/*.jsonl`` and ``<rootdir>/sweeps/*.jsonl``,
+    or ``$ATTN_SUITE_SWEEPS``); a file that cannot be drawn is listed with the reason."""
+    import base64
+    import os
+
+    folders = [run_dir / "sweeps"]
+    if os.environ.get(SWEEP_DIR_ENV):
+        folders.append(Path(os.environ[SWEEP_DIR_ENV]))
+    elif run.get("rootdir"):
+        folders.append(Path(run["rootdir"]) / "sweeps")
+    out = []
+    for f in sorted({p.resolve() for d in folders if d.is_dir() for p in d.glob("*.jsonl")}):
+        entry = {"file": str(f), "name": f.stem}
+        try:
+            from theory.sweep import figure, read_records
+
+            recs = read_records(f)
+            counts: dict = {}
+            for r in recs:
+                counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+            entry.update(runs=len(recs), verdicts=counts,
+                         png=base64.b64encode(figure(recs)).decode("ascii") if recs else None)
+        except Exception as exc:  # a sweep file never breaks the report
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+        out.append(entry)
+    return out
 
 
 def _observations(run_dir: Path) -> dict | None:

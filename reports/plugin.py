@@ -78,6 +78,17 @@ def _profile_info(config) -> tuple[str, bool]:
     return name, derandomize
 
 
+def _shared_database(profile: str) -> bool:
+    """Whether ``profile`` reads or writes the pooled (Redis) example database (see ``suite_db``)."""
+    from hypothesis import settings
+
+    try:
+        import suite_db
+        return suite_db.uses_shared(settings.get_profile(profile).database)
+    except Exception:
+        return False
+
+
 def _force_seed(config, seed) -> None:
     """Make every Hypothesis test of this process draw from ``seed`` (what ``--hypothesis-seed`` does)."""
     from hypothesis import core
@@ -119,8 +130,10 @@ def pytest_configure(config):
     seed = None
     if given_seed is not None:
         seed = int(given_seed) if str(given_seed).lstrip("-").isdigit() else given_seed
-    elif not derandomize:
+    elif not derandomize and not _shared_database(profile):
         # A random profile (stress): choose the seed here so the report can say how to replay the run.
+        # Not with the pooled example database (ATTN_SUITE_REDIS): a forced seed turns Hypothesis's
+        # database off, and replaying the pool is the point of that setting.
         seed = secrets.randbelow(2**32)
     if seed is not None:
         _force_seed(config, seed)

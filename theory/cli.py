@@ -1,4 +1,4 @@
-"""``python -m theory``: analyze, train, reproduce.
+"""``python -m theory``: analyze, train, reproduce, sweep.
 
 Bad input (an unreadable or invalid file, a bad option) prints one line on stderr naming the
 problem and exits with status 2; a numerical answer that fails its certificate exits with status 3.
@@ -46,6 +46,18 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--shape", default=None, help="li-local: n,T,K,d (default 6,4,6,8; the earlier note's 4,6,8,8)")
     r.add_argument("--figure", default=None,
                    help="li-local, tian-fig*: write the experiment's figure to this PNG file (matplotlib, Agg)")
+    w = sub.add_parser("sweep", help="a parameter grid x seeds, in-process or on Dask; one JSON line per run")
+    w.add_argument("name", help="theorem1-phase, section5-phase, li-cyclic, li-acyclic, li-local, syn-small, syn-medium")
+    where = w.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, default=None, help="start a Dask LocalCluster of N worker processes")
+    where.add_argument("--scheduler", default=None, help="join a running Dask cluster (e.g. tcp://host:8786)")
+    w.add_argument("--out", default=None, help="JSON-lines file of the records (default sweeps/NAME.jsonl)")
+    w.add_argument("--resume", action="store_true", help="skip the runs already in --out")
+    w.add_argument("--seeds", type=int, default=None, help="seeds per grid cell (0 .. N-1)")
+    w.add_argument("--param", action="append", default=None, metavar="NAME=V1,V2",
+                   help="replace one axis of the sweep's grid (repeatable)")
+    w.add_argument("--figure", default=None, help="write the phase diagram (or measures per seed) as PNG")
+    w.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
 
@@ -121,6 +133,10 @@ def main(argv=None) -> int:
             out = _analyze(args)
         elif args.command == "train":
             out = _train(args)
+        elif args.command == "sweep":
+            from theory.sweep import main as sweep_main
+
+            out = sweep_main(args)
         else:
             from theory.reproduce import run
 
