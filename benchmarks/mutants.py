@@ -1,6 +1,6 @@
 """Mutation testing of the suite: plausible bugs planted in ``theory/`` one at a time, the suite run on each.
 
-    .venv/bin/python benchmarks/mutants.py [--profile ci] [--workers 2] [--only NAME ...] [--markdown]
+    .venv/bin/python benchmarks/mutants.py [--profile ci] [--workers 2] [--maxfail N] [--only NAME ...] [--markdown]
 
 Each mutant is one textual replacement in one file (checked to apply exactly once before anything runs).
 For each, a detached git worktree of HEAD gets the replacement, the property suite runs there
@@ -93,7 +93,7 @@ def check_mutants(mutants) -> list[str]:
     return problems
 
 
-def run_mutant(m: Mutant, profile: str, workers: int, timeout: float) -> dict:
+def run_mutant(m: Mutant, profile: str, workers: int, timeout: float, maxfail: int) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix=f"mutant-{m.name}-"))
     tree = tmp / "tree"
     subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(tree), "HEAD"], check=True)
@@ -104,6 +104,8 @@ def run_mutant(m: Mutant, profile: str, workers: int, timeout: float) -> dict:
                 "--report-root", str(tmp / "reports"), "--report-keep", "1", "--no-observations", "-p",
                 "no:cacheprovider"]
         args += ["-n", str(workers)] if workers > 1 else ["-p", "no:xdist"]
+        if maxfail:
+            args.append(f"--maxfail={maxfail}")
         env = {**os.environ, "PYTHONPATH": str(tree)}
         t0 = time.time()
         try:
@@ -131,6 +133,9 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per mutant run")
     ap.add_argument("--only", nargs="*", default=None, help="mutant names to run (default: all)")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    ap.add_argument("--maxfail", type=int, default=0,
+                    help="stop a mutant's run after this many failures (0: run everything); the table then "
+                         "lists the first killers only")
     a = ap.parse_args(argv)
     chosen = [m for m in MUTANTS if a.only is None or m.name in a.only]
     unknown = set(a.only or ()) - {m.name for m in MUTANTS}
@@ -144,7 +149,7 @@ def main(argv=None) -> int:
     rows = []
     for i, m in enumerate(chosen, 1):
         print(f"[{i}/{len(chosen)}] {m.name}: {m.what} ...", file=sys.stderr, flush=True)
-        r = run_mutant(m, a.profile, a.workers, a.timeout)
+        r = run_mutant(m, a.profile, a.workers, a.timeout, a.maxfail)
         print(f"    killed={r['killed']} by {len(r['killers'])} in {r['seconds']:.0f} s", file=sys.stderr, flush=True)
         rows.append(r)
     ok = sum(len(r["killers"]) >= KILL_MIN for r in rows)
