@@ -109,6 +109,20 @@ def test_worker_killed_mid_sweep_every_record_exactly_once(in_process, tmp_path)
         assert all(c == 1 for c in counts.values()), counts
 
 
+def test_reproduction_sweep_runs_are_the_reproductions_trials(tmp_path):
+    """``sweep li-cyclic`` seed s is ``reproduce li-cyclic --trials 1 --seed s``."""
+    from argparse import Namespace
+
+    from theory.reproduce import run
+
+    s = sweep.execute("li-cyclic", seeds=2, out=tmp_path / "li.jsonl", progress=False)
+    assert s["ran_now"] == 2
+    for r in sweep.read_records(tmp_path / "li.jsonl"):
+        ref = run("li-cyclic", Namespace(trials=1, seed=r["seed"], steps=None))
+        assert r["measures"]["correlation"] == pytest.approx(ref["correlation"]["mean"], rel=1e-9)
+        assert r["measures"]["top_scc_mass"] == pytest.approx(ref["top_scc_mass"]["mean"], rel=1e-9)
+
+
 def test_figure_and_report_section(in_process, tmp_path):
     _, recs = in_process
     png = sweep.figure(recs)

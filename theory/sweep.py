@@ -329,9 +329,13 @@ WARM_UPS = {"count": 0}
 
 
 def warm_up_kernels() -> int:
-    """Load the compiled GD kernels in this process (once; numba's on-disk cache): the worker plugin calls
-    it at worker start, so no task pays for it.  Returns how often this process loaded them."""
+    """Import what every run needs and load the compiled GD kernels in this process (once; numba's on-disk
+    cache): the worker plugin calls it at worker start, so no task pays for it.  Returns how often this
+    process did it (1 after any number of tasks)."""
     if WARM_UPS["count"] == 0:
+        import theory.analysis  # noqa: F401  (cvxpy, scipy: every run needs them; imported once here)
+        import theory.pseudo  # noqa: F401
+        import theory.training  # noqa: F401
         try:
             from theory.engine import warm_up
         except ImportError:  # numba missing: the numpy engine needs nothing
@@ -410,7 +414,7 @@ def _connect(workers: int | None, scheduler: str | None):
     if workers < 1:
         raise SweepError(f"--workers: expected a positive integer, got {workers}")
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                           silence_logs=40)
+                           silence_logs=50)
     return Client(cluster), cluster
 
 
@@ -439,6 +443,7 @@ def execute(name: str, *, seeds: int | None = None, out: str | Path, resume: boo
     bar = tqdm(total=len(todo), desc=name, unit="run", file=sys.stderr, disable=not progress, mininterval=0.5)
     t0 = time.perf_counter()
     written = 0
+    setup = 0.0
     with open(out, "a") as fh:
         def write(rec):
             nonlocal written
@@ -453,11 +458,13 @@ def execute(name: str, *, seeds: int | None = None, out: str | Path, resume: boo
             bar.set_postfix_str(rec["verdict"], refresh=False)
 
         if workers is None and not scheduler:
+            t_setup = time.perf_counter()
             warm_up_kernels()
+            setup = time.perf_counter() - t_setup
             for p, s in todo:
                 write(run_one(name, p, s))
         elif todo:
-            _distributed(name, todo, write, workers, scheduler)
+            setup = _distributed(name, todo, write, workers, scheduler)
     bar.close()
     recs = [r for r in read_records(out) if r.get("sweep") == name]
     counts: dict = {}
@@ -467,6 +474,8 @@ def execute(name: str, *, seeds: int | None = None, out: str | Path, resume: boo
     return {"sweep": name, "out": str(out), "runs": len(todo_all), "ran_now": written,
             "skipped_finished": len(todo_all) - len(todo), "verdicts": counts, "seconds": round(secs, 2),
             "runs_per_second": round(written / secs, 3) if secs > 0 and written else None,
+            "setup_seconds": round(setup, 2),  # start the cluster / join it, load the kernels in every worker
+            "runs_per_second_after_setup": round(written / (secs - setup), 3) if secs > setup and written else None,
             "mode": f"scheduler {scheduler}" if scheduler else f"LocalCluster({workers})" if workers else "in-process"}
 
 
@@ -479,9 +488,11 @@ def _distributed(name, todo, write, workers, scheduler) -> None:
     ``MAX_RESUBMITS`` times.  Exceptions inside a run are part of its record (:func:`run_one`)."""
     from distributed import as_completed
 
+    t0 = time.perf_counter()
     client, cluster = _connect(workers, scheduler)
     try:
-        client.register_plugin(_worker_plugin())
+        client.register_plugin(_worker_plugin())  # returns once every current worker has loaded the kernels
+        setup = time.perf_counter() - t0
         meta, futures = {}, []
         for p, s in todo:
             f = client.submit(run_one, name, p, s, pure=False)
@@ -501,6 +512,7 @@ def _distributed(name, todo, write, workers, scheduler) -> None:
             g = client.submit(run_one, name, p, s, pure=False)
             meta[g.key] = (p, s, tries + 1)
             ac.add(g)
+        return setup
     finally:
         client.close()
         if cluster is not None:
