@@ -123,18 +123,30 @@ def test_reproduction_sweep_runs_are_the_reproductions_trials(tmp_path):
         assert r["measures"]["top_scc_mass"] == pytest.approx(ref["top_scc_mass"]["mean"], rel=1e-9)
 
 
-def test_figure_and_report_section(in_process, tmp_path):
+def test_figure_and_report_section(in_process, tmp_path, monkeypatch):
+    """The PNG, and the report page of a run whose folder holds a sweep file shows its phase diagram."""
+    from properties.test_report import check_page, write_synthetic_run
+    from reports import generate
+
     _, recs = in_process
     png = sweep.figure(recs)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     counts = sweep.cell_counts(recs, ("step", "condition"))
     assert sum(sum(c.values()) for c in counts.values()) == len(recs)
-    from reports.generate import _sweeps
-
-    (tmp_path / "sweeps").mkdir()
-    (tmp_path / "sweeps" / "theorem1-phase.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
-    entries = _sweeps({"rootdir": str(tmp_path)}, tmp_path / "run")
-    assert entries and entries[0]["runs"] == len(recs) and entries[0]["png"]
+    monkeypatch.delenv(generate.SWEEP_DIR_ENV, raising=False)
+    run_dir = tmp_path / "20240501-100000-abcd"
+    write_synthetic_run(run_dir)
+    before = len(check_page(generate.render(run_dir)).images)
+    (run_dir / "sweeps").mkdir()
+    (run_dir / "sweeps" / "theorem1-phase.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (run_dir / "sweeps" / "broken.jsonl").write_text('{"sweep": "x"}\n')
+    page = check_page(generate.render(run_dir))
+    v = Counter(r["verdict"] for r in recs)
+    text = " ".join(page.text.split())
+    assert "Sweeps" in text and "theorem1-phase.jsonl" in text, text[-1500:]
+    assert f"{len(recs)} runs, " in text and f"{v['pass']} pass" in text, text[-1500:]
+    assert "not drawn: KeyError" in text  # a bad sweep file is named, never breaks the report
+    assert len(page.images) == before + 1  # the phase diagram
 
 
 @pytest.mark.parametrize("args, message", [
