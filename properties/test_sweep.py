@@ -49,10 +49,18 @@ def test_records_are_complete_and_judged(in_process):
 
 
 def test_same_seeds_same_records_on_a_local_cluster(in_process, tmp_path):
+    """The command line with ``--workers 2`` (a LocalCluster of spawned worker processes), its progress bar
+    on stderr and its figure: the records equal the in-process ones."""
     _, recs = in_process
-    out = tmp_path / "cluster.jsonl"
-    s = sweep.execute("theorem1-phase", seeds=SEEDS, out=out, overrides=SMALL, workers=2, progress=False)
-    assert s["mode"] == "LocalCluster(2)" and s["ran_now"] == 12
+    out, fig = tmp_path / "cluster.jsonl", tmp_path / "phase.png"
+    r = subprocess.run([sys.executable, "-m", "theory", "sweep", "theorem1-phase", "--workers", "2", "--seeds", str(SEEDS),
+                        "--out", str(out), "--figure", str(fig), *[a for p in SMALL for a in ("--param", p)]],
+                       cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = json.loads(r.stdout)
+    assert s["mode"] == "LocalCluster(2)" and s["ran_now"] == 12 and s["figure"] == str(fig)
+    assert "12/12" in r.stderr and "run/s" in r.stderr  # tqdm's bar
+    assert fig.read_bytes()[:4] == b"\x89PNG"
     assert _by_key(sweep.read_records(out)) == _by_key(recs)
 
 
