@@ -131,6 +131,28 @@ def test_reproduction_sweep_runs_are_the_reproductions_trials(tmp_path):
         assert r["measures"]["top_scc_mass"] == pytest.approx(ref["top_scc_mass"]["mean"], rel=1e-9)
 
 
+@pytest.mark.parametrize("loss, head", [("ce", "tied"), ("lsq", "random"), ("square", "biorthogonal")])
+def test_section5_phase_uses_the_section5_property_criterion(loss, head):
+    """section5-phase's verdict is the one ``judge`` of properties/test_section5.py gives the same run."""
+    from properties.test_section5 import judge
+    from strategies.relaxations import RelaxedCase
+    from theory.losses import safe_step
+    from theory.training import train
+
+    seen = Counter()
+    for seed in range(2):
+        p = sweep.valid_problem(sweep._cell_seed(seed, 6), 6, 1.0, loss=loss, head=sweep.HEADS[head])
+        eta = safe_step(p)
+        traj = train(p, sweep.SECTION5_STEPS, eta)
+        case = RelaxedCase("head", p, p.replace(head=None, loss="log"), 1.0, f"{head} head, {loss} loss")
+        expected = {"aligned": "pass", "not aligned": "fail", "not judged": "not judged"}[judge(case, traj)]
+        verdict, _ = sweep.section5_judge(p, traj, eta)
+        assert verdict == expected, (loss, head, seed)
+        assert sweep.run_one("section5-phase", {"loss": loss, "head": head}, seed)["verdict"] == verdict
+        seen[verdict] += 1
+    assert seen
+
+
 def test_figure_and_report_section(in_process, tmp_path, monkeypatch):
     """The PNG, and the report page of a run whose folder holds a sweep file shows its phase diagram."""
     from properties.test_report import check_page, write_synthetic_run

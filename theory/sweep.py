@@ -135,10 +135,7 @@ def _direction_rate(inc: float, svm_norm: float, eta: float, steps: int) -> floa
 def section5_run(params: dict, seed: int) -> tuple[str, dict]:
     """The Section 5 criterion of ``properties/test_section5.py`` (``local_run`` + the alignment check) on
     one random problem (n=6, T=4, K=6, d=6, Gaussian unit-norm embeddings) with this loss and head."""
-    from theory import criteria
-    from theory.analysis import analyze
     from theory.losses import safe_step
-    from theory.pseudo import pseudo_svm, pseudo_tpgs
     from theory.training import train
 
     loss, head = str(params["loss"]), str(params["head"])
@@ -150,14 +147,24 @@ def section5_run(params: dict, seed: int) -> tuple[str, dict]:
         eta = safe_step(p)
     except ValueError as exc:  # e.g. the log loss with a head under which u can reach 0: no safe step
         return "not judged", {"reason": f"no safe step: {exc}"}
-    m = {"eta": eta}
     try:
         with np.errstate(over="raise", invalid="raise"):
             traj = train(p, SECTION5_STEPS, eta)
     except (FloatingPointError, OverflowError) as exc:
-        m["reason"] = f"GD overflowed: {exc}"
-        return "fail", m
-    end, mid, early = traj.final, criteria._at(traj, SECTION5_STEPS / 10), criteria._at(traj, SECTION5_STEPS / 100)
+        return "fail", {"eta": eta, "reason": f"GD overflowed: {exc}"}
+    return section5_judge(p, traj, eta)
+
+
+def section5_judge(p, traj, eta: float) -> tuple[str, dict]:
+    """Verdict and measures of one trained relaxed-head problem under the Section 5 criterion (the same
+    decisions as ``judge`` in ``properties/test_section5.py``; a test checks they agree)."""
+    from theory import criteria
+    from theory.analysis import analyze
+    from theory.pseudo import pseudo_svm, pseudo_tpgs
+
+    steps = traj.final.step
+    m = {"eta": eta}
+    end, mid, early = traj.final, criteria._at(traj, steps / 10), criteria._at(traj, steps / 100)
     ps = pseudo_svm(p, end.W, name="section5-phase")
     earlier = pseudo_tpgs(p, mid.W)
     same = {k: g.edges for k, g in earlier[0].items()} == {k: g.edges for k, g in ps.graphs.items()}
@@ -179,8 +186,8 @@ def section5_run(params: dict, seed: int) -> tuple[str, dict]:
         m["reason"] = "no log growth along the pseudo-TPG Graph-SVM"
     if "reason" in m:
         return "not judged", m
-    m["rate_pseudo"] = _direction_rate(m["inc_pseudo"], ps.svm.norm, eta, SECTION5_STEPS)
-    m["rate_true"] = _direction_rate(m["inc_true"], true.norm, eta, SECTION5_STEPS)
+    m["rate_pseudo"] = _direction_rate(m["inc_pseudo"], ps.svm.norm, eta, steps)
+    m["rate_true"] = _direction_rate(m["inc_true"], true.norm, eta, steps)
     ok = m["corr_pseudo"] >= SECTION5_CORR_MIN and m["rate_pseudo"] <= criteria.DIRECTION_RATE
     return ("pass" if ok else "fail"), m
 
