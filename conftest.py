@@ -16,6 +16,7 @@ Training properties set ``deadline=None`` themselves: a GD run is slow by nature
 """
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 import suite_db
@@ -34,7 +35,10 @@ settings.register_profile("dev", max_examples=5, derandomize=True, deadline=None
 settings.register_profile("fuzz", max_examples=10_000, derandomize=False, deadline=None, print_blob=True)
 # ATTN_SUITE_REDIS set: the random profiles get the pooled database (fuzz writes it, stress/deep read it).
 for _name in suite_db.READERS + suite_db.WRITERS:
-    _db = suite_db.profile_database(_name, Path(__file__).resolve().parent)
+    try:
+        _db = suite_db.profile_database(_name, Path(__file__).resolve().parent)
+    except ValueError as _exc:  # a malformed URL: one line, not a traceback
+        raise pytest.UsageError(str(_exc)) from None
     if _db is not None:
         settings.register_profile(_name, settings.get_profile(_name), database=_db)
 settings.load_profile("ci")

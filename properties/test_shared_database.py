@@ -133,6 +133,9 @@ def test_a_counterexample_found_on_one_machine_is_replayed_first_on_another(tmp_
     assert any(v and 123456 in v for v in _local_values(tmp_path / "local-b")), "B did not keep the failure locally"
     run = json.loads(next(reports_b.glob("*/run.json")).read_text())
     assert run.get("seed") is None, "a forced seed would have switched the database off"
+    assert run["shared_database"] == f"{redis_server['url']} (reads, read-only)"
+    page = next(reports_b.glob("*/index.html")).read_text()
+    assert "Example database" in page and "a fixed seed would switch the pooled example database off" in page
 
 
 def test_without_a_shared_database_the_same_command_does_not_replay(tmp_path, redis_server):
@@ -158,11 +161,12 @@ def test_server_killed_mid_run_warns_and_keeps_local_results(tmp_path, redis_ser
 
 
 def test_without_the_variable_nothing_changes(monkeypatch):
+    set_at_import = bool(os.environ.get(suite_db.REDIS_ENV))
     monkeypatch.delenv(suite_db.REDIS_ENV, raising=False)
     for profile in ("ci", "dev", "stress", "deep", "fuzz"):
         assert suite_db.profile_database(profile, ROOT) is None
     from hypothesis import settings
 
     assert settings.get_profile("ci").database is None  # derandomized: no database, as before
-    if not os.environ.get(suite_db.REDIS_ENV):
+    if not set_at_import:  # the profiles were registered without the pool
         assert not suite_db.uses_shared(settings.get_profile("stress").database)

@@ -49,10 +49,18 @@ def test_records_are_complete_and_judged(in_process):
 
 
 def test_same_seeds_same_records_on_a_local_cluster(in_process, tmp_path):
+    """The command line with ``--workers 2`` (a LocalCluster of spawned worker processes), its progress bar
+    on stderr and its figure: the records equal the in-process ones."""
     _, recs = in_process
-    out = tmp_path / "cluster.jsonl"
-    s = sweep.execute("theorem1-phase", seeds=SEEDS, out=out, overrides=SMALL, workers=2, progress=False)
-    assert s["mode"] == "LocalCluster(2)" and s["ran_now"] == 12
+    out, fig = tmp_path / "cluster.jsonl", tmp_path / "phase.png"
+    r = subprocess.run([sys.executable, "-m", "theory", "sweep", "theorem1-phase", "--workers", "2", "--seeds", str(SEEDS),
+                        "--out", str(out), "--figure", str(fig), *[a for p in SMALL for a in ("--param", p)]],
+                       cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = json.loads(r.stdout)
+    assert s["mode"] == "LocalCluster(2)" and s["ran_now"] == 12 and s["figure"] == str(fig)
+    assert "12/12" in r.stderr and "run/s" in r.stderr  # tqdm's bar
+    assert fig.read_bytes()[:4] == b"\x89PNG"
     assert _by_key(sweep.read_records(out)) == _by_key(recs)
 
 
@@ -109,18 +117,66 @@ def test_worker_killed_mid_sweep_every_record_exactly_once(in_process, tmp_path)
         assert all(c == 1 for c in counts.values()), counts
 
 
-def test_figure_and_report_section(in_process, tmp_path):
+def test_reproduction_sweep_runs_are_the_reproductions_trials(tmp_path):
+    """``sweep li-cyclic`` seed s is ``reproduce li-cyclic --trials 1 --seed s``."""
+    from argparse import Namespace
+
+    from theory.reproduce import run
+
+    s = sweep.execute("li-cyclic", seeds=2, out=tmp_path / "li.jsonl", progress=False)
+    assert s["ran_now"] == 2
+    for r in sweep.read_records(tmp_path / "li.jsonl"):
+        ref = run("li-cyclic", Namespace(trials=1, seed=r["seed"], steps=None))
+        assert r["measures"]["correlation"] == pytest.approx(ref["correlation"]["mean"], rel=1e-9)
+        assert r["measures"]["top_scc_mass"] == pytest.approx(ref["top_scc_mass"]["mean"], rel=1e-9)
+
+
+@pytest.mark.parametrize("loss, head", [("ce", "tied"), ("lsq", "random"), ("square", "biorthogonal")])
+def test_section5_phase_uses_the_section5_property_criterion(loss, head):
+    """section5-phase's verdict is the one ``judge`` of properties/test_section5.py gives the same run."""
+    from properties.test_section5 import judge
+    from strategies.relaxations import RelaxedCase
+    from theory.losses import safe_step
+    from theory.training import train
+
+    seen = Counter()
+    for seed in range(2):
+        p = sweep.valid_problem(sweep._cell_seed(seed, 6), 6, 1.0, loss=loss, head=sweep.HEADS[head])
+        eta = safe_step(p)
+        traj = train(p, sweep.SECTION5_STEPS, eta)
+        case = RelaxedCase("head", p, p.replace(head=None, loss="log"), 1.0, f"{head} head, {loss} loss")
+        expected = {"aligned": "pass", "not aligned": "fail", "not judged": "not judged"}[judge(case, traj)]
+        verdict, _ = sweep.section5_judge(p, traj, eta)
+        assert verdict == expected, (loss, head, seed)
+        assert sweep.run_one("section5-phase", {"loss": loss, "head": head}, seed)["verdict"] == verdict
+        seen[verdict] += 1
+    assert seen
+
+
+def test_figure_and_report_section(in_process, tmp_path, monkeypatch):
+    """The PNG, and the report page of a run whose folder holds a sweep file shows its phase diagram."""
+    from properties.test_report import check_page, write_synthetic_run
+    from reports import generate
+
     _, recs = in_process
     png = sweep.figure(recs)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     counts = sweep.cell_counts(recs, ("step", "condition"))
     assert sum(sum(c.values()) for c in counts.values()) == len(recs)
-    from reports.generate import _sweeps
-
-    (tmp_path / "sweeps").mkdir()
-    (tmp_path / "sweeps" / "theorem1-phase.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
-    entries = _sweeps({"rootdir": str(tmp_path)}, tmp_path / "run")
-    assert entries and entries[0]["runs"] == len(recs) and entries[0]["png"]
+    monkeypatch.delenv(generate.SWEEP_DIR_ENV, raising=False)
+    run_dir = tmp_path / "20240501-100000-abcd"
+    write_synthetic_run(run_dir)
+    before = len(check_page(generate.render(run_dir)).images)
+    (run_dir / "sweeps").mkdir()
+    (run_dir / "sweeps" / "theorem1-phase.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (run_dir / "sweeps" / "broken.jsonl").write_text('{"sweep": "x"}\n')
+    page = check_page(generate.render(run_dir))
+    v = Counter(r["verdict"] for r in recs)
+    text = " ".join(page.text.split())
+    assert "Sweeps" in text and "theorem1-phase.jsonl" in text, text[-1500:]
+    assert f"{len(recs)} runs, " in text and f"{v['pass']} pass" in text, text[-1500:]
+    assert "not drawn: KeyError" in text  # a bad sweep file is named, never breaks the report
+    assert len(page.images) == before + 1  # the phase diagram
 
 
 @pytest.mark.parametrize("args, message", [

@@ -89,6 +89,15 @@ def _shared_database(profile: str) -> bool:
         return False
 
 
+def _shared_label(profile: str) -> str | None:
+    """``"redis://host:port/db (writes)"`` / ``(reads)`` when ``profile`` uses the pool, else None."""
+    if not _shared_database(profile):
+        return None
+    import suite_db
+
+    return f"{suite_db._redacted(suite_db.shared_url() or '')} ({'writes' if profile in suite_db.WRITERS else 'reads, read-only'})"
+
+
 def _force_seed(config, seed) -> None:
     """Make every Hypothesis test of this process draw from ``seed`` (what ``--hypothesis-seed`` does)."""
     from hypothesis import core
@@ -145,6 +154,7 @@ def pytest_configure(config):
             "started": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
             "profile": profile, "derandomize": derandomize, "seed": seed,
             "seed_chosen_by_report": given_seed is None and seed is not None,
+            "shared_database": _shared_label(profile),
             "args": [str(a) for a in config.invocation_params.args],
             "rootdir": str(config.rootpath), "workers": 0,
             "max_cards": config.getoption("report_max_cards"),

@@ -1,3 +1,6 @@
 from theory.cli import main
 
-raise SystemExit(main())
+# Guarded as a precaution: sweep --workers N starts worker processes (Dask, multiprocessing "spawn"), and
+# a spawned child may import the parent's main module.  (Dask's nanny does not re-run it today: checked.)
+if __name__ == "__main__":
+    raise SystemExit(main())

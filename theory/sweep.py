@@ -135,10 +135,7 @@ def _direction_rate(inc: float, svm_norm: float, eta: float, steps: int) -> floa
 def section5_run(params: dict, seed: int) -> tuple[str, dict]:
     """The Section 5 criterion of ``properties/test_section5.py`` (``local_run`` + the alignment check) on
     one random problem (n=6, T=4, K=6, d=6, Gaussian unit-norm embeddings) with this loss and head."""
-    from theory import criteria
-    from theory.analysis import analyze
     from theory.losses import safe_step
-    from theory.pseudo import pseudo_svm, pseudo_tpgs
     from theory.training import train
 
     loss, head = str(params["loss"]), str(params["head"])
@@ -150,14 +147,24 @@ def section5_run(params: dict, seed: int) -> tuple[str, dict]:
         eta = safe_step(p)
     except ValueError as exc:  # e.g. the log loss with a head under which u can reach 0: no safe step
         return "not judged", {"reason": f"no safe step: {exc}"}
-    m = {"eta": eta}
     try:
         with np.errstate(over="raise", invalid="raise"):
             traj = train(p, SECTION5_STEPS, eta)
     except (FloatingPointError, OverflowError) as exc:
-        m["reason"] = f"GD overflowed: {exc}"
-        return "fail", m
-    end, mid, early = traj.final, criteria._at(traj, SECTION5_STEPS / 10), criteria._at(traj, SECTION5_STEPS / 100)
+        return "fail", {"eta": eta, "reason": f"GD overflowed: {exc}"}
+    return section5_judge(p, traj, eta)
+
+
+def section5_judge(p, traj, eta: float) -> tuple[str, dict]:
+    """Verdict and measures of one trained relaxed-head problem under the Section 5 criterion (the same
+    decisions as ``judge`` in ``properties/test_section5.py``; a test checks they agree)."""
+    from theory import criteria
+    from theory.analysis import analyze
+    from theory.pseudo import pseudo_svm, pseudo_tpgs
+
+    steps = traj.final.step
+    m = {"eta": eta}
+    end, mid, early = traj.final, criteria._at(traj, steps / 10), criteria._at(traj, steps / 100)
     ps = pseudo_svm(p, end.W, name="section5-phase")
     earlier = pseudo_tpgs(p, mid.W)
     same = {k: g.edges for k, g in earlier[0].items()} == {k: g.edges for k, g in ps.graphs.items()}
@@ -179,8 +186,8 @@ def section5_run(params: dict, seed: int) -> tuple[str, dict]:
         m["reason"] = "no log growth along the pseudo-TPG Graph-SVM"
     if "reason" in m:
         return "not judged", m
-    m["rate_pseudo"] = _direction_rate(m["inc_pseudo"], ps.svm.norm, eta, SECTION5_STEPS)
-    m["rate_true"] = _direction_rate(m["inc_true"], true.norm, eta, SECTION5_STEPS)
+    m["rate_pseudo"] = _direction_rate(m["inc_pseudo"], ps.svm.norm, eta, steps)
+    m["rate_true"] = _direction_rate(m["inc_true"], true.norm, eta, steps)
     ok = m["corr_pseudo"] >= SECTION5_CORR_MIN and m["rate_pseudo"] <= criteria.DIRECTION_RATE
     return ("pass" if ok else "fail"), m
 
@@ -329,9 +336,13 @@ WARM_UPS = {"count": 0}
 
 
 def warm_up_kernels() -> int:
-    """Load the compiled GD kernels in this process (once; numba's on-disk cache): the worker plugin calls
-    it at worker start, so no task pays for it.  Returns how often this process loaded them."""
+    """Import what every run needs and load the compiled GD kernels in this process (once; numba's on-disk
+    cache): the worker plugin calls it at worker start, so no task pays for it.  Returns how often this
+    process did it (1 after any number of tasks)."""
     if WARM_UPS["count"] == 0:
+        import theory.analysis  # noqa: F401  (cvxpy, scipy: every run needs them; imported once here)
+        import theory.pseudo  # noqa: F401
+        import theory.training  # noqa: F401
         try:
             from theory.engine import warm_up
         except ImportError:  # numba missing: the numpy engine needs nothing
@@ -410,7 +421,7 @@ def _connect(workers: int | None, scheduler: str | None):
     if workers < 1:
         raise SweepError(f"--workers: expected a positive integer, got {workers}")
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                           silence_logs=40)
+                           silence_logs=50)
     return Client(cluster), cluster
 
 
@@ -439,6 +450,7 @@ def execute(name: str, *, seeds: int | None = None, out: str | Path, resume: boo
     bar = tqdm(total=len(todo), desc=name, unit="run", file=sys.stderr, disable=not progress, mininterval=0.5)
     t0 = time.perf_counter()
     written = 0
+    setup = 0.0
     with open(out, "a") as fh:
         def write(rec):
             nonlocal written
@@ -453,11 +465,13 @@ def execute(name: str, *, seeds: int | None = None, out: str | Path, resume: boo
             bar.set_postfix_str(rec["verdict"], refresh=False)
 
         if workers is None and not scheduler:
+            t_setup = time.perf_counter()
             warm_up_kernels()
+            setup = time.perf_counter() - t_setup
             for p, s in todo:
                 write(run_one(name, p, s))
         elif todo:
-            _distributed(name, todo, write, workers, scheduler)
+            setup = _distributed(name, todo, write, workers, scheduler)
     bar.close()
     recs = [r for r in read_records(out) if r.get("sweep") == name]
     counts: dict = {}
@@ -467,6 +481,8 @@ def execute(name: str, *, seeds: int | None = None, out: str | Path, resume: boo
     return {"sweep": name, "out": str(out), "runs": len(todo_all), "ran_now": written,
             "skipped_finished": len(todo_all) - len(todo), "verdicts": counts, "seconds": round(secs, 2),
             "runs_per_second": round(written / secs, 3) if secs > 0 and written else None,
+            "setup_seconds": round(setup, 2),  # start the cluster / join it, load the kernels in every worker
+            "runs_per_second_after_setup": round(written / (secs - setup), 3) if secs > setup and written else None,
             "mode": f"scheduler {scheduler}" if scheduler else f"LocalCluster({workers})" if workers else "in-process"}
 
 
@@ -479,9 +495,11 @@ def _distributed(name, todo, write, workers, scheduler) -> None:
     ``MAX_RESUBMITS`` times.  Exceptions inside a run are part of its record (:func:`run_one`)."""
     from distributed import as_completed
 
+    t0 = time.perf_counter()
     client, cluster = _connect(workers, scheduler)
     try:
-        client.register_plugin(_worker_plugin())
+        client.register_plugin(_worker_plugin())  # returns once every current worker has loaded the kernels
+        setup = time.perf_counter() - t0
         meta, futures = {}, []
         for p, s in todo:
             f = client.submit(run_one, name, p, s, pure=False)
@@ -501,6 +519,7 @@ def _distributed(name, todo, write, workers, scheduler) -> None:
             g = client.submit(run_one, name, p, s, pure=False)
             meta[g.key] = (p, s, tries + 1)
             ac.add(g)
+        return setup
     finally:
         client.close()
         if cluster is not None:
