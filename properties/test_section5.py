@@ -144,30 +144,70 @@ def verdict(case, traj=None, select: float = SELECT, reject: float = REJECT) -> 
                            f"(<= {criteria.DIRECTION_RATE}); budgets: {trail}"), r
 
 
-def _alignment_property(case):
+def _alignment_property(case, outcomes: list):
     p = case.problem
     note_problem(p)
     outcome, why, r = verdict(case)
     event(f"ambiguous tokens={r['pseudo'].ambiguous > 0}")
+    outcomes.append((outcome, why, p))
     if outcome == "not judged":
         not_judged(why.split(" (")[0])
     event(f"pseudo-TPG = true TPG={abs(r['corr_pseudo'] - r['corr_true']) < 1e-9}")
     event(f"budget escalated={len(r['history']) > 1}")
+    event(f"verdict: {outcome}")
     record_metrics(corr_pseudo=r["corr_pseudo"], corr_true=r["corr_true"], inc_pseudo=r["inc_pseudo"],
                    steps=r["steps"])
-    assert outcome == "aligned", f"{why}\nproblem file: {describe(p)}"
+
+
+# The claim is local (THEORY.md: "GD converges only locally"; the paper's evidence is a mean correlation of
+# ~0.99 over 10 trials, and the authors' notebook raises on a trial below 0.95).  From a random start a
+# settled run can align with another direction for good: examples/section5_persistent_misalignment.json
+# (stress-found, tied head, ce) keeps tan θ ≈ 0.5 over three decades (statistic 6.0, 7.3, 8.4 at 2e5, 2e6,
+# 2e7 steps; raw correlation 0.918, 0.913, 0.910).  So the property is the paper's: at most this share of
+# the judged cases may end not aligned (each one is listed in the failure message and counted by event).
+MISALIGNED_MAX = 0.05
 
 
 @pytest.mark.theorem("Section 5")
-@pytest.mark.judged(floor=JUDGED_FLOOR)
-@settings(max_examples=scaled(EXAMPLES_BASE), deadline=None)
-@given(case=relaxed_cases("head"))
-def test_gd_aligns_with_the_pseudo_tpg_svm(case):
+def test_gd_aligns_with_the_pseudo_tpg_svm():
     """``EXAMPLES_BASE`` judged relaxed-head cases, scaled by the profile (ci 25 derandomized, stress 200
-    random): every settled case aligns with its pseudo-TPG Graph-SVM, and at least ``JUDGED_FLOOR`` of the
+    random): at most ``MISALIGNED_MAX`` of the judged cases end not aligned with their pseudo-TPG
+    Graph-SVM (after the budget escalation of :func:`verdict`), and at least ``JUDGED_FLOOR`` of the
     generated cases are judged (the others are counted by reason: no ⇒ edge, an ambiguous token, a
     selection that changed over the last decade, no log growth)."""
-    _alignment_property(case)
+    outcomes: list = []
+
+    @settings(max_examples=scaled(EXAMPLES_BASE), deadline=None)
+    @given(case=relaxed_cases("head"))
+    def prop(case):
+        _alignment_property(case, outcomes)
+
+    prop()
+    judged = [o for o in outcomes if o[0] != "not judged"]
+    bad = [o for o in judged if o[0] == "not aligned"]
+    share = len(judged) / max(1, len(outcomes))
+    record_metrics(judged=len(judged), generated=len(outcomes), not_aligned=len(bad))
+    assert share >= JUDGED_FLOOR, (f"judged {len(judged)} of {len(outcomes)} generated cases ({share:.0%}), below "
+                                   f"the floor {JUDGED_FLOOR:.0%}: the settle criterion or the selection rule moved")
+    assert len(bad) <= MISALIGNED_MAX * len(judged), (
+        f"{len(bad)} of {len(judged)} judged cases not aligned (at most {MISALIGNED_MAX:.0%}):\n"
+        + "\n".join(f"{why}\nproblem file: {describe(p)}" for _, why, p in bad[:3]))
+
+
+@pytest.mark.theorem("Section 5")
+def test_persistent_misalignment_is_a_genuine_counterexample():
+    """The stress-found case behind ``MISALIGNED_MAX`` (replay: ``python -m theory train
+    examples/section5_persistent_misalignment.json --steps 20000000``): settled, and not aligned at every
+    budget up to 2e7 steps with a growing statistic, i.e. not a transient."""
+    from strategies.relaxations import RelaxedCase
+    from theory.problem import Problem
+
+    p = Problem.load("examples/section5_persistent_misalignment.json")
+    case = RelaxedCase("head", p, p.replace(head=None, loss="log"), 1.0, "tied head, ce loss")
+    outcome, why, r = verdict(case)
+    record_metrics(outcome=outcome)
+    rates = [q for _, _, q in r.get("history", [])]
+    assert outcome == "not aligned" and rates == sorted(rates) and len(rates) == 3, (outcome, why)
 
 
 def judge(case, traj, select: float = SELECT, reject: float = REJECT) -> str:
