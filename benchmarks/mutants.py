@@ -100,9 +100,11 @@ def run_mutant(m: Mutant, profile: str, workers: int, timeout: float, maxfail: i
     try:
         target = tree / m.path
         target.write_text(target.read_text().replace(m.old, m.new, 1))
+        # Options joined with "=": a bare path argument would make xdist's workers pick the report folder's
+        # parent as rootdir, where no conftest registers the report plugin's options.
         args = [sys.executable, "-m", "pytest", "-q", "-rf", f"--hypothesis-profile={profile}",
-                "--report-root", str(tmp / "reports"), "--report-keep", "1", "--no-observations", "-p",
-                "no:cacheprovider"]
+                f"--rootdir={tree}", f"--report-root={tmp / 'reports'}", "--report-keep=1", "--no-observations",
+                "-p", "no:cacheprovider"]
         args += ["-n", str(workers)] if workers > 1 else ["-p", "no:xdist"]
         if maxfail:
             args.append(f"--maxfail={maxfail}")
@@ -115,7 +117,9 @@ def run_mutant(m: Mutant, profile: str, workers: int, timeout: float, maxfail: i
             out, rc = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or ""), -1
         seconds = time.time() - t0
         killers = sorted(set(re.findall(r"^(?:FAILED|ERROR) (\S+)", out, re.M)))
-        return {"name": m.name, "what": m.what, "killed": bool(killers) or rc not in (0,), "killers": killers,
+        if rc not in (0, 1) and not killers:  # usage error, collection error, timeout: not a verdict
+            raise RuntimeError(f"mutant {m.name}: pytest exited {rc} without failures:\n{out[-2000:]}")
+        return {"name": m.name, "what": m.what, "killed": bool(killers), "killers": killers,
                 "seconds": seconds, "rc": rc}
     finally:
         subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=False)
