@@ -158,7 +158,9 @@ def lemma7_violations(p: dict, *, remark2: bool | None = None) -> list[str]:
 
 
 def tian_fig8(args) -> dict:
-    steps = _opt_int(args, "steps", FIG8_STEPS, 10)
+    from theory.scansnap_experiments import _int_arg
+
+    steps = _int_arg(args, "steps", FIG8_STEPS, 10)
     t0 = time.perf_counter()
     rows = []
     for M in FIG8_M:
@@ -348,13 +350,6 @@ def _check_m_eta(M, eta_y):
         raise ScanSnapError(f"eta_y: expected a finite positive rate, got {eta_y!r}")
 
 
-def _opt_int(args, name, default, lo):
-    v = getattr(args, name, None)
-    if v is None:
-        return default
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-        raise ScanSnapError(f"{name}: expected an integer >= {lo}, got {v!r}")
-    return int(v)
 
 
 def _public(row: dict) -> dict:
