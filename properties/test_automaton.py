@@ -109,11 +109,7 @@ def test_automaton_criterion_rejects_wrong_predictions(case):
 # ------------------------------------------------------------------------------------------------
 def predicted_lowest(an, context) -> np.ndarray:
     """A deliberately wrong automaton (calibration): the lowest-priority SCC present, W^fin split inside."""
-    low = lowest_scc_tokens(an.graphs[context[-1]], context)
-    a = attention_on(an.finite.W, an.problem.E, context)
-    mask = np.zeros_like(a)
-    mask[low] = 1.0
-    return a * mask / (a * mask).sum()
+    return predicted_attention(an, context, top_of=lowest_scc_tokens)
 
 
 def retrieval_failures(an, contexts, predict=predicted_attention) -> list[str]:

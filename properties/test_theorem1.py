@@ -65,8 +65,7 @@ def test_gd_log_loss_converges_to_svm_direction_and_finite_part(data, fraction):
     an, traj = run_theorem1(p, W0, fraction)
     note_problem(p, an)
     assert an.svm.norm > 0, f"strategy promised a ⇒ edge: {describe(p)}"
-    eta = fraction * safe_step(p)
-    verdict, traj = criteria.theorem1_escalated(traj, an, lambda steps: train(p, steps, eta, W0=W0, analysis=an))
+    verdict, traj = criteria.theorem1_escalated(traj, an, lambda steps: train(p, steps, traj.eta, W0=W0, analysis=an))
     event(f"budget escalated={'escalated_from' in verdict.measures}")
     for label, score in criteria.theorem1_edges(verdict).items():
         aim(f"theorem1 {label}", score, describe(p))

@@ -20,9 +20,11 @@ def attention_on(W: np.ndarray, E: np.ndarray, context) -> np.ndarray:
     return a / a.sum()
 
 
-def predicted_attention(analysis, context) -> np.ndarray:
-    """The automaton's limit: zero outside the top SCC present, softmax of ``W^fin`` scores inside."""
-    top = top_scc_tokens(analysis.graphs[context[-1]], context)
+def predicted_attention(analysis, context, top_of=None) -> np.ndarray:
+    """The automaton's limit: zero outside the top SCC present, softmax of ``W^fin`` scores inside.
+    ``top_of(tpg, context)`` picks the retrieved tokens (default :func:`top_scc_tokens`, looked up at call
+    time; the calibration tests plant a wrong rule there)."""
+    top = (top_of or top_scc_tokens)(analysis.graphs[context[-1]], context)
     a = attention_on(analysis.finite.W, analysis.problem.E, context)
     mask = np.zeros_like(a)
     mask[top] = 1.0

@@ -472,9 +472,11 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
                             acc += pbuf[l] * (HT[tk, l] - HT[tr, l])
                         g[r] = acc
                 else:
+                    # u = h . a; for square 1 - u = sum_r a_r (1 - h_r) instead (the masses sum to 1):
+                    # exact when the saturated token's h_r = 1, where 1.0 - u would cancel to noise.
                     u = 0.0
                     for r in range(n):
-                        u += a[r] * ent_h[s0 + r]
+                        u += a[r] * (1.0 - ent_h[s0 + r] if code == 3 else ent_h[s0 + r])
                     if code == 1:
                         if not u > 0.0:
                             L = math.inf  # -log u = inf
@@ -483,14 +485,9 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
                         if want_loss:
                             ell = -math.log(u)
                         cc = -1.0 / u
-                    elif code == 3:
-                        # 1 - u as sum_r a_r (1 - h_r) (the masses sum to 1): exact when the
-                        # saturated token's h_r = 1, where 1.0 - u would cancel to noise.
-                        omu = 0.0
-                        for r in range(n):
-                            omu += a[r] * (1.0 - ent_h[s0 + r])
-                        ell = omu * omu
-                        cc = -2.0 * omu
+                    elif code == 3:  # u holds 1 - u here
+                        ell = u * u
+                        cc = -2.0 * u
                     else:
                         ell = math.exp(-u)
                         cc = -ell

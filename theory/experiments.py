@@ -200,10 +200,6 @@ def li_local(args) -> dict:
                      "pseudo_mean": np.nanmean(cp, axis=0).tolist(), "pseudo_std": np.nanstd(cp, axis=0).tolist(),
                      "normdiff_true_mean": np.mean([r["normdiff_paper_true"] for r in runs], axis=0).tolist(),
                      "normdiff_pseudo_mean": np.mean([r["normdiff_paper_pseudo"] for r in runs], axis=0).tolist()}
-    fig = getattr(args, "figure", None)
-    if fig:
-        with open(fig, "wb") as fh:
-            fh.write(li_local_figure(out))
     return out
 
 

@@ -23,6 +23,28 @@ EXPERIMENTS = {
 }
 
 
+# Figure of an experiment's result, ``result -> PNG bytes``, for ``--figure FILE``.
+FIGURES = {
+    "li-local": "theory.experiments:li_local_figure",
+    "tian-fig3": "theory.scansnap_snap:fig3_figure",
+    "tian-fig5": "theory.scansnap_adam:fig5_figure",
+    "tian-fig8": "theory.scansnap_snap:fig8_figure",
+    "tian-fig9": "theory.scansnap_snap:fig9_figure",
+    "tian-fig11": "theory.scansnap_recall:recall_figure",
+    "tian-fig12": "theory.scansnap_recall:recall_figure",
+}
+
+
+def _load(ref: str):
+    module, func = ref.split(":")
+    return getattr(importlib.import_module(module), func)
+
+
 def run(name: str, args) -> dict:
-    module, func = EXPERIMENTS[name].split(":")
-    return getattr(importlib.import_module(module), func)(args)
+    """Run the experiment; with ``args.figure`` also write its figure (one place for every experiment)."""
+    result = _load(EXPERIMENTS[name])(args)
+    path = getattr(args, "figure", None)
+    if path and name in FIGURES:
+        with open(path, "wb") as fh:
+            fh.write(_load(FIGURES[name])(result))
+    return result

@@ -167,10 +167,6 @@ def tian_fig5(args) -> dict:
            "paper": "different learning rates pick different subsets of distinct tokens (no numbers printed)",
            "rates": per_rate, "subsets": stats, "violations": subset_violations(stats), "runs": rows,
            "runtime_s": round(time.perf_counter() - t0, 2)}
-    path = getattr(args, "figure", None)
-    if path:
-        with open(path, "wb") as fh:
-            fh.write(fig5_figure(out))
     return out
 
 

@@ -169,10 +169,6 @@ def _recall_experiment(name: str, args, pairs_of) -> dict:
            "varies": "eta_z" if name == "tian-fig11" else "ratio",
            "cells": cells, "violations": ordering_violations(cells, pairs),
            "runtime_s": round(time.perf_counter() - t0, 2)}
-    path = getattr(args, "figure", None)
-    if path:
-        with open(path, "wb") as fh:
-            fh.write(recall_figure(out))
     return out
 
 

@@ -172,7 +172,6 @@ def tian_fig8(args) -> dict:
            "paper": "Lemma 7: h_t - h*_t bounded (a) and vanishing (b); Remark 2: no growth after t_0; "
                     "the paper prints no numbers for Fig. 8", "runs": rows,
            "runtime_s": round(time.perf_counter() - t0, 2)}
-    _maybe_figure(args, out, fig8_figure)
     return out
 
 
@@ -280,7 +279,6 @@ def tian_fig3(args) -> dict:
            "runs": [_public(r) | {"t_snap_over_t0": round(r["t_snap"] / r["t0"], 4)} for r in rows],
            "violations": fig3_violations(rows), "runtime_s": round(time.perf_counter() - t0, 2)}
     out["_curves"] = [{"eta_y": r["eta_y"], "eta_z": r["eta_z"], "t": r["_t"], "z": r["_z"]} for r in rows]
-    _maybe_figure(args, out, fig3_figure)
     out.pop("_curves")
     return out
 
@@ -304,7 +302,6 @@ def tian_fig9(args) -> dict:
                                       for r in fixed_ratio],
                       "fixed_eta_z": [{"eta_y": r["eta_y"], "eta_z": r["eta_z"], "t0": r["t0"], "t": r["_t"], "z": r["_z"]}
                                       for r in fixed_z]}
-    _maybe_figure(args, out, fig9_figure)
     out.pop("_curves")
     return out
 
@@ -366,10 +363,3 @@ def _pyplot():
 def _png(fig) -> bytes:
     from theory.scansnap_experiments import _png as png
     return png(fig)
-
-
-def _maybe_figure(args, result: dict, draw) -> None:
-    path = getattr(args, "figure", None)
-    if path:
-        with open(path, "wb") as fh:
-            fh.write(draw(result))
