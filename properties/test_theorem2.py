@@ -37,6 +37,7 @@ from reports.record import record_inputs
 from strategies.problems import drawn_problems, structures_of
 from theory.analysis import analyze
 from theory.graphs import TPG
+from theory.problem import Problem
 from theory.regpath import KKT_TOL, certify, regularization_path, regularized_solution
 from theory.svm import SolverError, graph_svm
 
@@ -54,6 +55,7 @@ FIN_MAX = 1e-2
 EXACT = 1e-8  # errors below this (relative) count as zero: e.g. W̄_R exactly parallel to W^svm
 MIN_DIR_GAP = 0.3
 MIN_FIN_GAP = 0.05
+ESCALATION = np.array([32.0, 64.0])  # margins added when a verdict at t <= 16 fails (Theorem2Judge)
 
 NONZERO_SVM = structures_of(("acyclic", "cyclic", "mixed"))
 
@@ -71,28 +73,28 @@ def finite_errors(path, space, target: np.ndarray) -> np.ndarray:
     return np.array([np.linalg.norm(space.project(s.W) - target) for s in path])
 
 
-def direction_verdict(radii, e) -> tuple[bool, str]:
+def direction_verdict(radii, e, margins=MARGINS) -> tuple[bool, str]:
     """Rate-aware test of ``W̄_R/R -> target``: see the module docstring."""
     if e[-1] <= EXACT:
         return True, "exact"
     growth = (radii[-1] * e[-1]) / max(radii[-2] * e[-2], 1e-300)
     # Close enough already, or still on the (log R)/R track: a wrong target plateaus at its gap, so
     # R e(R) roughly doubles with R there.
-    track = on_track_limit()
+    track = on_track_limit(margins[-2], margins[-1])
     ok = e[-1] < e[-2] and (e[-1] <= DIR_MAX or growth <= track)
     return ok, (f"e={np.array2string(e, precision=4)}: still shrinking {e[-1] < e[-2]}, e_last {e[-1]:.3g} "
                 f"(max {DIR_MAX}); R e(R) grew {growth:.3f}x over the last doubling (max {track:.3f})")
 
 
-def on_track_limit() -> float:
+def on_track_limit(t_prev: float = MARGINS[-2], t_last: float = MARGINS[-1]) -> float:
     """Largest growth of ``R e(R)`` over the last doubling of the margin that is still on the theory's
     track ``e ~ c log(t)/t`` (t = the margin, ``R_t ~ t ||W^svm||``): ``ln(t_last)/ln(t_prev)`` (4/3 for
-    t = 8 -> 16), times ``ON_TRACK`` for the bounded part's own wobble.
+    t = 8 -> 16, 6/5 for 32 -> 64), times ``ON_TRACK`` for the bounded part's own wobble.
 
     Was ``ON_TRACK`` alone (the 1/R track, growth 1): the stress profile found a valid path with
     e = 0.369 -> 0.223 between t = 8 and 16 (R e(R) x1.128, e falling like t^-0.73), rejected by 1.1 while
     on the (log t)/t track the theory states; wrong targets grow 1.75-2x (module calibration)."""
-    return ON_TRACK * float(np.log(MARGINS[-1]) / np.log(MARGINS[-2]))
+    return ON_TRACK * float(np.log(t_last) / np.log(t_prev))
 
 
 def finite_verdict(f, fin_norm) -> tuple[bool, str]:
@@ -102,6 +104,62 @@ def finite_verdict(f, fin_norm) -> tuple[bool, str]:
     ratio = f[-1] / max(f[-2], 1e-300)
     ok = ratio <= FIN_DECAY and f[-1] <= FIN_MAX * scale
     return ok, f"f={np.array2string(f, precision=4)} decay {ratio:.3g} (max {FIN_DECAY}), f_last/scale {f[-1] / scale:.3g} (max {FIN_MAX})"
+
+
+class NotCertifiable(Exception):
+    """A radius of the escalated path has its gradient at float64 rounding level."""
+
+
+class Theorem2Judge:
+    """Theorem 2's verdicts on a certified path, with one escalation.
+
+    The path at margins ``t <= 16`` is judged first.  A verdict that fails there is judged again on the path
+    extended to the margins :data:`ESCALATION` (32, 64), with the same thresholds and the (log t)/t track
+    at the new last doubling -- the analogue of Theorem 1's 10x budget.  Why: the theorem is asymptotic
+    and the transient lasts longer when the Graph-SVM is degenerate.  Stress-found (mixed structure, two
+    active ``⇒`` constraints of one query, log loss): e = 0.314, 0.310, 0.300, 0.276, 0.231 at t = 1..16
+    (R e(R) x1.67 over the last doubling, against 1.47), then 0.169, 0.110, 0.067, 0.039 at t = 32..256
+    with R e(R) growing by about +1 per doubling (x1.46, 1.31, 1.22, 1.16): the (log R)/R rate the theory
+    states, reached late; the second margin trails the first by ~log t.  Every radius there certifies:
+    the rounding floor follows the local curvature (:func:`theory.losses.local_smoothness`), so a gradient
+    of 1e-112 at t = 256 is still resolved.  A wrong target plateaus at its gap (>= MIN_DIR_GAP > DIR_MAX)
+    at every margin, so it fails both judgements: the calibration applies the same escalation to it.
+    """
+
+    def __init__(self, p, an, radii, path):
+        self.p, self.an, self.radii, self.path = p, an, radii, path
+        self._extended = None
+
+    def extended(self):
+        """(margins, radii, path) up to the escalation margins; :class:`NotCertifiable` if float64 runs out."""
+        if self._extended is None:
+            margins = np.concatenate([MARGINS, ESCALATION])
+            radii = np.array([np.linalg.norm(self.an.finite.W + t * self.an.svm.W) for t in margins])
+            try:
+                path = regularization_path(self.p, radii)
+            except SolverError as exc:
+                if "rounding level" not in str(exc):
+                    raise
+                raise NotCertifiable(str(exc)) from None
+            self._extended = (margins, radii, path)
+        return self._extended
+
+    def direction(self, target) -> tuple[bool, str]:
+        ok, why = direction_verdict(self.radii, direction_errors(self.path, target))
+        if ok:
+            return ok, why
+        margins, radii, path = self.extended()
+        ok2, why2 = direction_verdict(radii, direction_errors(path, target), margins)
+        return ok2, f"at t <= {MARGINS[-1]:g}: {why}; escalated to t = {margins[-1]:g}: {why2}"
+
+    def finite(self, target) -> tuple[bool, str]:
+        fin_norm = np.linalg.norm(target)
+        ok, why = finite_verdict(finite_errors(self.path, self.an.space, target), fin_norm)
+        if ok:
+            return ok, why
+        margins, radii, path = self.extended()
+        ok2, why2 = finite_verdict(finite_errors(path, self.an.space, target), fin_norm)
+        return ok2, f"at t <= {MARGINS[-1]:g}: {why}; escalated to t = {margins[-1]:g}: {why2}"
 
 
 def _record(p, an, radii):
@@ -116,18 +174,14 @@ def _record(p, an, radii):
 # Ill-conditioned embeddings push the radii to 1e4-1e5, where the gradient (~1e-8) sits at float64
 # rounding level and no certificate can be met; kappa <= 10 keeps every radius certifiable.
 REGPATH_CONDITION = 10.0
-# Nearly-collinear Gaussian draws can still push R_16 past this (stress found R = 554, gradient 1e-9 at
-# float64 rounding level): those are counted by an event and not judged.
-MAX_RADIUS = 300.0
-
 def certified_path(dp):
-    """``(problem, analysis, radii, path)``: the certified path along ``radii_for``; problems whose largest
-    radius is not certifiable in float64 are counted and skipped (see MAX_RADIUS)."""
+    """``(problem, analysis, radii, path)``: the certified path along ``radii_for``; problems with a radius
+    whose gradient float64 cannot resolve are counted and skipped.  (A cap MAX_RADIUS = 300 skipped 4-12% of
+    the problems until the rounding floor followed the local curvature; with it, no cap is needed: stress,
+    200 examples, 0 skipped.)"""
     p = dp.problem
     an = analyze(p)
     radii = radii_for(an)
-    if radii[-1] > MAX_RADIUS:
-        not_judged("largest radius not certifiable in float64 (R > MAX_RADIUS)")
     _record(p, an, radii)
     try:
         return p, an, radii, regularization_path(p, radii)  # certified, else SolverError
@@ -137,8 +191,8 @@ def certified_path(dp):
         not_judged("a radius's gradient at float64 rounding level (not certifiable)")
 
 
-# Judged share of generated examples, ci profile: 81-93% (rejected draws of the problem strategy, and
-# radii past MAX_RADIUS); the floor leaves room for the random profiles' spread.
+# Judged share of generated examples, ci profile: 81-93% (rejected draws of the problem strategy; stress:
+# 87%); the floor leaves room for the random profiles' spread.
 JUDGED_FLOOR = 0.6
 
 
@@ -162,9 +216,14 @@ def test_theorem2_regularization_path_converges(dp):
     f = finite_errors(path, an.space, an.finite.W)
     for label, score in edges(radii, e, f, float(np.linalg.norm(an.finite.W))).items():
         aim(f"theorem2 {label}", score, json.dumps(p.to_json(), separators=(",", ":")))
-    ok_d, why_d = direction_verdict(radii, e)
+    judge = Theorem2Judge(p, an, radii, path)
+    try:
+        ok_d, why_d = judge.direction(an.svm.W)
+        ok_f, why_f = judge.finite(an.finite.W)
+    except NotCertifiable:
+        not_judged("escalated radius at float64 rounding level")
+    event(f"judged at t <= {MARGINS[-1]:g}" if judge._extended is None else f"escalated to t = {ESCALATION[-1]:g}")
     assert ok_d, f"W̄_R/R does not approach W^svm: {why_d}"
-    ok_f, why_f = finite_verdict(f, np.linalg.norm(an.finite.W))
     assert ok_f, f"Π_S W̄_R does not approach W^fin: {why_f}"
 
 
@@ -209,23 +268,42 @@ def duplicated_sample_fins(p, an):
 @settings(deadline=None)
 @given(dp=drawn_problems(structures=NONZERO_SVM, max_condition=REGPATH_CONDITION))
 def test_theorem2_criterion_rejects_planted_targets(dp):
-    """Calibration: the Theorem 2 criterion fails against a wrong W^svm or a wrong W^fin (planted)."""
+    """Calibration: the Theorem 2 criterion, escalation included, fails against a wrong W^svm or a wrong
+    W^fin (planted).  A planted target fails at t <= 16 (always checked), so the judge escalates it; where
+    the escalated path is not certifiable in float64 (cyclic problems at margin 32: the tail gradient
+    e^{-32} sits below the rounding floor of the O(1) cyclic per-sample gradients) the main property does
+    not judge either, so no wrong target could pass there, and the base check alone is counted."""
     p, an, radii, path = certified_path(dp)
+    judge = Theorem2Judge(p, an, radii, path)
     u = an.svm.W / an.svm.norm
-    planted = 0
+    planted, escalated = 0, True
+
+    def check(kind, gap, verdict_base, verdict_escalated):
+        nonlocal escalated
+        ok, why = verdict_base()
+        assert not ok, f"criterion accepted a wrong {kind} at distance {gap:.3g} (t <= {MARGINS[-1]:g}): {why}"
+        try:
+            ok, why = verdict_escalated()
+        except NotCertifiable:
+            escalated = False
+            return
+        assert not ok, f"escalated criterion accepted a wrong {kind} at distance {gap:.3g}: {why}"
+
     for V in reversed_edge_svms(p, an):
         gap = float(np.linalg.norm(V / np.linalg.norm(V) - u))
         if gap >= MIN_DIR_GAP:
             planted += 1
-            ok, why = direction_verdict(radii, direction_errors(path, V))
-            assert not ok, f"criterion accepted a wrong W^svm direction at distance {gap:.3f}: {why}"
+            check("W^svm direction", gap, lambda: direction_verdict(radii, direction_errors(path, V)),
+                  lambda: judge.direction(V))
     fin_scale = max(1.0, float(np.linalg.norm(an.finite.W)))
     for F in duplicated_sample_fins(p, an):
         gap = float(np.linalg.norm(F - an.finite.W))
         if gap >= MIN_FIN_GAP * fin_scale:
             planted += 1
-            ok, why = finite_verdict(finite_errors(path, an.space, F), np.linalg.norm(F))
-            assert not ok, f"criterion accepted a wrong W^fin at distance {gap:.3g}: {why}"
+            check("W^fin", gap, lambda: finite_verdict(finite_errors(path, an.space, F), np.linalg.norm(F)),
+                  lambda: judge.finite(F))
+    if planted:
+        event("escalated path certified" if escalated else "escalated path not certifiable (checked at t <= 16)")
     event(f"planted targets checked: {min(planted, 3)}{'+' if planted > 3 else ''}")
 
 
@@ -246,6 +324,58 @@ def direct_loss(W, p):
 
 
 @pytest.mark.theorem("Theorem 2")
+def test_large_radius_is_certified_and_on_track():
+    """Stress-found (seed 4233619287): a cyclic problem whose W̄_R at R=140 (margin 16) took Newton on the
+    sphere 38-56 steps from each start, past the old polish budget of 30; the path raised SolverError
+    (KKT residual 0.99).  Every radius must certify on the boundary and Theorem 2's criterion hold."""
+    p = Problem.load("examples/regpath_large_radius.json")
+    an = analyze(p)
+    radii = radii_for(an)
+    assert radii[-1] > 100, f"the case is about a large radius; R_16 = {radii[-1]:.1f}"
+    path = regularization_path(p, radii)
+    assert [s.certificate["branch"] for s in path] == ["boundary"] * len(radii)
+    ok_d, why_d = direction_verdict(radii, direction_errors(path, an.svm.W))
+    assert ok_d, why_d
+    ok_f, why_f = finite_verdict(finite_errors(path, an.space, an.finite.W), np.linalg.norm(an.finite.W))
+    assert ok_f, why_f
+
+
+@pytest.mark.theorem("Theorem 2")
+def test_slow_transient_is_judged_after_escalation():
+    """Stress-found (see :class:`Theorem2Judge`): a degenerate Graph-SVM whose path is still in transit at
+    t = 16 (e = 0.231, R e(R) x1.67).  The verdict at t <= 16 fails, the escalated one passes, and a
+    planted wrong direction still fails after escalation."""
+    p = Problem.load("examples/regpath_slow_direction.json")
+    an = analyze(p)
+    radii = radii_for(an)
+    path = regularization_path(p, radii)
+    assert not direction_verdict(radii, direction_errors(path, an.svm.W))[0], "the case is about a slow transient"
+    judge = Theorem2Judge(p, an, radii, path)
+    ok, why = judge.direction(an.svm.W)
+    assert ok, why
+    wrong = [V for V in reversed_edge_svms(p, an)
+             if np.linalg.norm(V / np.linalg.norm(V) - an.svm.W / an.svm.norm) >= MIN_DIR_GAP]
+    assert wrong, "no planted wrong direction at the calibration gap"
+    for V in wrong:
+        ok, why = judge.direction(V)
+        assert not ok, f"escalation accepted a wrong direction: {why}"
+
+
+@pytest.mark.theorem("Theorem 2")
+def test_saturated_square_loss_path_is_certified():
+    """Stress-found: square loss, one sample, R=8: ||g|| = 2.5e-13 (exact: the gradient is computed without
+    cancellation) was called "at rounding level" because the floor used the global curvature bound
+    (floor 1.5e-13).  Near W the curvature is O(off-attention mass) (theory.losses.local_smoothness), the
+    floor is ~1e-19, and the certificate must resolve the KKT residual far below KKT_TOL."""
+    p = Problem.load("examples/regpath_saturated_square.json")
+    path = regularization_path(p, np.geomspace(0.5, 8.0, 4))
+    last = path[-1].certificate
+    assert last["grad_norm"] < 1e-12, f"the case is about a saturated gradient; ||g|| = {last['grad_norm']:.2e}"
+    assert last["rounding_floor"] < 1e-6 * last["grad_norm"], last
+    assert last["branch"] == "boundary" and last["relative_kkt_residual"] <= KKT_TOL, last
+
+
+@pytest.mark.theorem("Theorem 2")
 @settings(deadline=None, max_examples=scaled(6))
 @given(dp=drawn_problems(structures=NONZERO_SVM, embedding_kinds=st.sampled_from(["orthonormal", "gaussian"]),
                          d_extra=st.integers(0, 1)), scale=st.floats(0.2, 1.0))
@@ -261,6 +391,10 @@ def test_small_radius_matches_direct_minimization(dp, scale):
                    options={"maxiter": 1000, "ftol": 1e-13})
     ref = res.x.reshape(d, d)
     assert np.linalg.norm(ref) <= R * (1 + 1e-6)
+    # SLSQP may end just outside the ball (up to 1e-6 R), where the loss is lower than anywhere inside
+    # (stress: E = I, one sample, R = 0.53: scipy 1.9e-9 below the closed form log(1 + e^{-R sqrt 2}), which
+    # ours matched to the last digit).  Its answer competes as the feasible point it rounds to.
+    ref = ref * min(1.0, R / np.linalg.norm(ref))
     L_ours, L_ref = direct_loss(ours.W, p), direct_loss(ref, p)
     assert L_ours <= L_ref + 1e-9, f"regpath loss {L_ours:.12g} above scipy's {L_ref:.12g}"
     assert np.linalg.norm(ours.W - ref) <= 1e-3 * max(R, 1.0), \

@@ -269,6 +269,30 @@ def smoothness(problem: Problem, loss_name: str | None = None) -> float:
     return Delta**2 * (q / 4 + g / 2)
 
 
+def local_smoothness(problem: Problem, A: np.ndarray, data: TokenData, loss_name: str | None = None) -> float:
+    """An upper bound on the curvature of L along any unit direction of W *near* scores ``A``: the
+    global :func:`smoothness` times ``sum_i w_i min(1, 4 rho_i)``, ``rho_i = 1 - max_j a_ij`` the mass
+    off sample i's most attended token.
+
+    Derivation (notation of :func:`smoothness`, ``r`` the most attended token): ``|v_r - vbar| =
+    |sum_j a_j (v_r - v_j)| <= rho m`` and ``sum_{j != r} a_j |v_j - vbar| <= rho m``, so
+    ``sum_j |da_j| <= min(m/2, 2 rho m)``; ``Var_a v <= sum_j a_j (v_j - v_r)^2 <= rho m^2``, so
+    ``sum_j |d2a_j| <= 2 Var_a v <= min(m^2/2, 2 rho m^2)``.  Each term of the per-sample bound
+    ``q (sum|da|)^2 + g sum|d2a|`` therefore shrinks by ``min(1, 16 rho^2) <= min(1, 4 rho)`` resp.
+    ``min(1, 4 rho)`` (for ``log`` under Assumption 1, ``Var_a v <= min(m^2/4, rho m^2)`` directly).
+    ``rho`` is computed as the sum of the other masses (exact when the top mass rounds to 1).  Used for
+    the float64 resolution of the gradient: rounding W moves the scores by ~eps, which changes ``rho``
+    by a factor ``1 + O(eps)``, so the bound holds on that neighbourhood.  A saturated attention has
+    curvature ``O(rho)``, where the global bound would claim O(1) and call an exact gradient noise.
+    """
+    a = attention(A, data)
+    m = np.arange(len(a))
+    off = a.copy()
+    off[m, a.argmax(axis=1)] = 0.0
+    rho = off.sum(axis=1)
+    return smoothness(problem, loss_name) * float(data.weights @ np.minimum(1.0, 4.0 * rho))
+
+
 def safe_step(problem: Problem, loss_name: str | None = None) -> float:
     """A constant GD step size below which GD is safe: ``1/beta`` (see :func:`smoothness`)."""
     beta = smoothness(problem, loss_name)

@@ -2,9 +2,10 @@
 
     W̄_R = argmin_{||W||_F <= R} L(W).
 
-Reduction.  ``L`` depends on W only through the scores ``e_j^T W e_q`` of the tokens j present in
-samples whose query is q, i.e. through the Frobenius inner products with ``vec(e_j e_q^T)``.  Let ``B`` be
-an orthonormal basis of their span (the *effective subspace*) and ``W = Σ θ_r B_r``: any component of W
+Reduction.  ``L`` depends on W only through the score differences ``(e_j - e_k)^T W e_q`` of the tokens
+j, k present in one sample whose query is q (softmax is shift-invariant), i.e. through the Frobenius inner
+products with ``vec((e_j - e_k) e_q^T)``.  Let ``B`` be an orthonormal basis of their span (the *effective
+subspace*, :func:`effective_basis`) and ``W = Σ θ_r B_r``: any component of W
 outside that span leaves L unchanged and only spends norm, so the ball problem is the same problem in
 ``θ`` with ``||θ||_2 <= R`` (and every minimizer of the original problem whose constraint binds lies in
 the span).  The certificate below is checked on the full d x d matrix, so it would catch a faulty reduction.
@@ -32,7 +33,8 @@ Certificate (:func:`certify`, independent of the solver; uses :func:`theory.loss
     ``||g + μ W|| <= KKT_TOL ||g|| + floor`` (the gradient points straight into the ball), where
     ``floor = ROUNDING * eps * (Γ + β R)`` is the float64 resolution of the gradient: ``Γ = Σ_i w_i ||∇ℓ_i||``
     (per-sample gradients cancel in the sum; each carries a relative rounding error ~eps) and ``β R``
-    (rounding W to eps·R moves g by at most β eps R, β = :func:`theory.losses.smoothness`).  At large R
+    (rounding W to eps·R moves g by at most β eps R, β = :func:`theory.losses.local_smoothness`, the
+    curvature bound near W).  At large R
     ``||g||`` is ``O(e^{-margin})`` and this floor, not KKT_TOL, is what an exact answer attains.  The
     floor may never exceed ``FLOOR_MAX ||g||``: a gradient at rounding level cannot be certified and
     raises ("gradient at rounding level");
@@ -53,7 +55,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from theory.finite import _Objective
-from theory.losses import TokenData, _per_sample, loss_and_grad, smoothness
+from theory.losses import TokenData, _per_sample, local_smoothness, loss_and_grad
 from theory.problem import Problem
 from theory.subspace import CyclicSubspace
 from theory.svm import SolverError
@@ -64,8 +66,14 @@ GRAD_TOL = 1e-9  # interior stationarity, relative to max(1, ||grad L(0)||)
 ROUNDING = 16  # safety factor on the float64 rounding floor of the gradient
 FLOOR_MAX = 1e-3  # the rounding floor may be at most this fraction of ||g||
 INTERIOR_ROUNDING = 10  # an interior point's outward-pointing -g must be within this many floors of 0
-POLISH_STEPS = 30
+# Newton on the sphere at large R works on a sum of exponentials e^{-margin}: outside its quadratic basin
+# it advances a bounded distance per step (linear phase), and the warm start (the previous radius's point
+# scaled to the new sphere) lies O(log R) away in the flat directions.  Measured steps to certify, one
+# stress run of properties/test_theorem2.py (2,400 polishes): 94% <= 5, 99.7% <= 35, max 121; the stress
+# failure at R=140 needed 38-56 from each of its three starts and failed at the old budget of 30.
+POLISH_STEPS = 200
 RANK_TOL = 1e-10
+STIFF = 1e6  # curvature ratio to mu above which a direction keeps its coordinate when retracting
 
 
 @dataclass(frozen=True)
@@ -81,10 +89,21 @@ class RegPathSolution:
 
 
 def effective_basis(problem: Problem) -> CyclicSubspace:
-    """Orthonormal basis (Frobenius) of span{e_j e_q^T : token j occurs in a sample with query q}."""
+    """Orthonormal basis (Frobenius) of span{(e_j - e_k) e_q^T : tokens j, k occur in one sample with query q}.
+
+    Softmax attention sees a sample's scores only up to a common shift, so L depends on W only through
+    these differences; directions that shift all the scores of a sample equally are flat for L, and the
+    minimizer on the sphere has no component along them (removing it keeps L and frees norm that lowers L
+    when the constraint binds).  Keeping them (the span of the ``e_j e_q^T`` themselves) left Newton on
+    the sphere with tangent curvature ``mu ~ 1e-14`` along them, and at R = 75 the retraction's rescaling
+    of a step there moved the cyclic part: the polish stalled at a KKT residual of 1 (stress-found)."""
     d, E = problem.d, problem.E
-    gens = [np.outer(E[j], E[q]).ravel() for i, q in enumerate(problem.queries)
-            for j in np.flatnonzero(problem.counts[i])]
+    gens = []
+    for i, q in enumerate(problem.queries):
+        present = np.flatnonzero(problem.counts[i])
+        gens += [np.outer(E[j] - E[present[0]], E[q]).ravel() for j in present[1:]]
+    if not gens:  # every sample holds one distinct token: L is constant
+        return CyclicSubspace(np.zeros((0, d, d)))
     gens = np.unique(np.array(gens), axis=0)
     U, s, _ = np.linalg.svd(gens.T, full_matrices=False)
     r = int((s > RANK_TOL * max(1.0, s[0])).sum())
@@ -102,12 +121,15 @@ def convex_case(problem: Problem) -> bool:
 # ------------------------------------------------------------------------------------------------
 def rounding_floor(W: np.ndarray, problem: Problem, R: float, data: TokenData) -> float:
     """``ROUNDING * eps * (Γ + β R)``: how well float64 resolves grad L at W (see the module docstring).
-    β falls back to 0 when :func:`smoothness` has no bound (log loss with a head that can zero u)."""
+    β is the curvature bound near W (:func:`theory.losses.local_smoothness`): the global bound made a
+    saturated, exactly computed gradient look like noise (stress: square loss, R=8, ||g||=2.5e-13
+    against a global floor of 1.5e-13).  β falls back to 0 when there is no bound (log loss with a head
+    that can zero u)."""
     E = problem.E
     _, ds = _per_sample(E @ W @ E.T, data)
     gamma = float(np.sum(data.weights * np.linalg.norm(ds @ E, axis=1) * np.linalg.norm(E[data.queries], axis=1)))
     try:
-        beta = smoothness(problem)
+        beta = local_smoothness(problem, E @ W @ E.T, data)
     except ValueError:
         beta = 0.0
     return ROUNDING * np.finfo(float).eps * (gamma + beta * R)
@@ -222,14 +244,52 @@ def _tangent_solve(Hm: np.ndarray, g: np.ndarray) -> np.ndarray:
     return -U @ ((U.T @ g) / lam)
 
 
-def _polish(f: _Objective, theta: np.ndarray, R: float, steps: int = POLISH_STEPS) -> tuple[np.ndarray, int]:
+def _stiff_projector(H: np.ndarray, mu: float, theta: np.ndarray, R: float) -> np.ndarray | None:
+    """Projector on the directions whose curvature exceeds ``STIFF * mu`` (None when there are none or
+    they hold too much of θ to retract without them).
+
+    At large R the loss on the sphere mixes curvatures 1e13 apart: O(0.1) along the cyclic part, ~mu
+    (1e-14) along the saturated directions.  Rescaling the whole θ back onto the sphere after a step
+    moves the cyclic part by ~|v|^2/(2R^2) of itself, which costs more loss than the step gains (stress,
+    R = 75: loss +1.3e-13 for a predicted -2e-16; the polish stalled at a KKT residual of 1)."""
+    if mu <= 0:
+        return None
+    lam, U = np.linalg.eigh((H + H.T) / 2)
+    Us = U[:, lam > STIFF * mu]
+    if Us.shape[1] == 0:
+        return None
+    P = Us @ Us.T
+    if np.linalg.norm(P @ theta) > 0.5 * R:
+        return None
+    return P
+
+
+def _retract(cand: np.ndarray, R: float, stiff: np.ndarray | None) -> np.ndarray:
+    """Back onto the sphere ``||θ|| = R``: scale the soft part only (the stiff part kept) when a stiff
+    projector is given, else all of θ; both agree with the step to first order (a retraction)."""
+    if stiff is not None:
+        hard = stiff @ cand
+        soft = cand - hard
+        room = R**2 - hard @ hard
+        if room > 0 and np.linalg.norm(soft) > 0:
+            return hard + soft * np.sqrt(room / (soft @ soft))
+    return cand * (R / np.linalg.norm(cand))
+
+
+def _polish(f: _Objective, theta: np.ndarray, R: float, steps: int = POLISH_STEPS,
+            floor=lambda theta: 0.0) -> tuple[np.ndarray, int]:
     """At most ``steps`` Newton steps from ``theta`` (Clarabel's or SLSQP's answer).
 
     Boundary mode (``||θ|| = R``): Riemannian Newton on the sphere, Hessian ``P (H + μI) P`` on the
     tangent space, retraction ``θ -> Rθ/||θ||``, merit = Riemannian gradient ``||g + μθ||``.  Interior
     mode (a Newton step that stays in the ball): damped Newton on ``||g||``.  A step (halved up to 30
     times) is taken when it lowers the merit or the loss; the loop stops at 1% of the certificate's
-    tolerance or when no step helps -- the certificate, not this loop, decides.  Returns (θ, steps used).
+    tolerance, at the gradient's float64 rounding floor (``floor(θ)``, :func:`rounding_floor`), or when no
+    step helps -- the certificate, not this loop, decides.  Returns (θ, steps used).
+
+    The floor stop matters once the gradient is a few floors large: Newton steps are then driven by
+    rounding noise, and through curvatures ~1e-16 a noisy gradient becomes a long step that a noisy merit
+    may accept (stress: a cyclic problem at margin 32 wandered from ||g|| = 1e-13 to 1e-10 in 200 steps).
     """
     boundary = np.linalg.norm(theta) >= R * (1 - 1e-6)
     L, g = f(theta)
@@ -244,7 +304,10 @@ def _polish(f: _Objective, theta: np.ndarray, R: float, steps: int = POLISH_STEP
         L, g = f(theta)
     for it in range(steps):
         m = merit(theta, g)
-        if m <= 1e-2 * (KKT_TOL * np.linalg.norm(g) if boundary else GRAD_TOL):
+        # Inside the ball a small gradient along which the loss still falls outward (mu > 0) is no stopping
+        # point: the certificate refuses it, and with no interior minimizer Newton must walk to the sphere.
+        if boundary and m <= 1e-2 * KKT_TOL * np.linalg.norm(g) + floor(theta) \
+                or not boundary and m <= 1e-2 * GRAD_TOL and g @ theta >= 0:
             return theta, it
         if not boundary:
             v = _tangent_solve(f.hessian(theta), g)
@@ -256,15 +319,18 @@ def _polish(f: _Objective, theta: np.ndarray, R: float, steps: int = POLISH_STEP
         else:
             mu = -(g @ theta) / R**2
             Q = np.linalg.svd(theta[:, None], full_matrices=True)[0][:, 1:]  # tangent basis
-            Hm = Q.T @ (f.hessian(theta) + mu * np.eye(len(theta))) @ Q
+            H = f.hessian(theta)
+            Hm = Q.T @ (H + mu * np.eye(len(theta))) @ Q
             v = Q @ _tangent_solve(Hm, Q.T @ g)
+            stiff = _stiff_projector(H, mu, theta, R)
         t = 1.0
         for _ in range(30):
             cand = theta + t * v
             if boundary:
-                cand = cand * (R / np.linalg.norm(cand))
+                cand = _retract(cand, R, stiff)
             L_new, g_new = f(cand)
-            if np.isfinite(L_new) and (merit(cand, g_new) < m or L_new < L - 1e-15 * abs(L)):
+            # A merit decrease within the rounding floor is noise, not progress.
+            if np.isfinite(L_new) and (merit(cand, g_new) < m - floor(cand) or L_new < L - 1e-15 * abs(L)):
                 break
             t /= 2
         else:
@@ -304,12 +370,21 @@ def regularization_path(problem: Problem, radii, name: str = "problem") -> list[
             starts = [_slsqp(f, starts[0], R)]
         # Polish every start; keep the first one that certifies (Clarabel's answer first).
         failures = []
+
+        def floor(th, R=R):
+            return rounding_floor(basis.compose(th), problem, R, data)
+
         for i, th in enumerate(starts):
-            th, used = _polish(f, th, R)
+            th, used = _polish(f, th, R, floor=floor)
             W = basis.compose(th)
             try:
                 cert = certify(W, problem, R, name, data, g0)
             except SolverError as exc:
+                if "rounding level" in str(exc):
+                    # Polished down to the float64 floor: the optimum is not certifiable in float64 whichever
+                    # start reaches it.  Say so now (the caller counts it as not certifiable) rather than
+                    # spend the polish budget of every other start on the same verdict.
+                    raise
                 failures.append(str(exc))
                 continue
             solver = ("clarabel" if i == 0 and convex and note["clarabel_status"] == cp.OPTIMAL else
@@ -319,7 +394,7 @@ def regularization_path(problem: Problem, radii, name: str = "problem") -> list[
         else:
             # Last resort, still judged by the certificate: a fresh local solve from the steepest-descent
             # start (a warm start or an inaccurate solver answer can leave Newton stuck far away).
-            th, used = _polish(f, _slsqp(f, _descent_start(f, R), R), R)
+            th, used = _polish(f, _slsqp(f, _descent_start(f, R), R), R, floor=floor)
             W = basis.compose(th)
             try:
                 cert = certify(W, problem, R, name, data, g0)
