@@ -135,10 +135,46 @@ def rounding_floor(W: np.ndarray, problem: Problem, R: float, data: TokenData) -
     return ROUNDING * np.finfo(float).eps * (gamma + beta * R)
 
 
+def outward_direction(problem: Problem, basis: CyclicSubspace | None = None) -> np.ndarray | None:
+    """A direction D along which the loss falls for ever, or None: ``log`` loss under Assumptions 1-2, every
+    sample's label score gains on every other token of the sample, ``(e_y - e_j)^T D e_q >= 0``, strictly
+    for at least one.  Then L(W + s D) decreases strictly in s for every W, so no minimizer lies inside any
+    ball and the constraint binds at every R.  Found by an LP (scipy's HiGHS) and re-verified on the rows:
+    an answer that does not verify counts as none.  (Such a D exists exactly when some TPG has a ``⇒``
+    edge, but it is checked here from the data, not from the theory under test.)"""
+    if not convex_case(problem):
+        return None
+    from scipy.optimize import linprog
+    basis = basis or effective_basis(problem)
+    if basis.dim == 0:
+        return None
+    E = problem.E
+    rows = []
+    for i, (q, y) in enumerate(zip(problem.queries, problem.labels)):
+        for j in np.flatnonzero(problem.counts[i]):
+            if j != y:
+                rows.append(np.einsum("a,rab,b->r", E[y] - E[j], basis.basis, E[q]))
+    if not rows:
+        return None
+    A = np.array(rows)
+    scale = np.linalg.norm(A, axis=1).max()
+    res = linprog(-A.sum(axis=0), A_ub=-A, b_ub=np.zeros(len(A)), bounds=[(-1, 1)] * basis.dim, method="highs")
+    if res.status != 0:
+        return None
+    gains = A @ res.x
+    if gains.min() < -1e-12 * scale or gains.max() <= 1e-9 * scale:
+        return None
+    return basis.compose(res.x)
+
+
 def certify(W: np.ndarray, problem: Problem, R: float, name: str = "problem", data: TokenData | None = None,
-            g0_norm: float | None = None) -> dict:
-    """First-order KKT certificate of ``W`` for ``min L s.t. ||W||_F <= R`` (tolerances: module docstring)."""
+            g0_norm: float | None = None, interior_possible: bool | None = None) -> dict:
+    """First-order KKT certificate of ``W`` for ``min L s.t. ||W||_F <= R`` (tolerances: module docstring).
+    ``interior_possible`` (default: no :func:`outward_direction` exists) says whether an interior minimizer
+    can exist at all; when it cannot, an interior point is never certified (see below)."""
     data = data or TokenData.from_problem(problem)
+    if interior_possible is None:
+        interior_possible = outward_direction(problem) is None
     L, g = loss_and_grad(W, problem, data)
     if g0_norm is None:
         g0_norm = float(np.linalg.norm(loss_and_grad(np.zeros_like(W), problem, data)[1]))
@@ -159,10 +195,16 @@ def certify(W: np.ndarray, problem: Problem, R: float, name: str = "problem", da
     # minimizer exists), ||g|| = 7e-12 = 120x the floor, certified "interior" by the absolute test alone.
     # On the sphere itself a gradient at rounding level says nothing about where the minimizer is: that
     # goes to the boundary checks, which refuse it ("gradient at rounding level").
-    if (ng <= GRAD_TOL * max(1.0, g0_norm) and nW < R * (1 - FEAS_TOL)
+    # With a direction along which L falls for ever there is no interior minimizer: a small gradient inside
+    # the ball is then float64 running out, not stationarity (stress: cond(E) = 21, margins 32-256, points
+    # stuck at ||g|| ~ 1e-15 < the floor 5e-14 were certified "interior", and W̄_R/R froze at e = 0.138).
+    if (interior_possible and ng <= GRAD_TOL * max(1.0, g0_norm) and nW < R * (1 - FEAS_TOL)
             and not (mu > 0 and ng > INTERIOR_ROUNDING * floor)):
         cert["branch"] = "interior"
         return cert
+    if nW < R * (1 - FEAS_TOL) and not interior_possible and floor > FLOOR_MAX * ng:
+        raise SolverError(f"{head} gradient at rounding level inside the ball (||W||={nW:.6g}, ||g||={ng:.2e}, "
+                          f"float64 floor {floor:.1e}; the loss falls outward for ever, so no interior minimizer)")
     if nW < R * (1 - FEAS_TOL):
         if ng <= GRAD_TOL * max(1.0, g0_norm):
             raise SolverError(f"{head} interior point (||W||={nW:.6g}) where the loss still falls outward "
@@ -351,6 +393,7 @@ def regularization_path(problem: Problem, radii, name: str = "problem") -> list[
     g0 = float(np.linalg.norm(loss_and_grad(np.zeros((d, d)), problem, data)[1]))
     convex = convex_case(problem)
     cvx = _Cvx(problem, basis, data) if convex else None
+    interior = outward_direction(problem, basis) is None
     theta, prev_R = np.zeros(basis.dim), None
     out = []
     for R in radii:
@@ -378,7 +421,7 @@ def regularization_path(problem: Problem, radii, name: str = "problem") -> list[
             th, used = _polish(f, th, R, floor=floor)
             W = basis.compose(th)
             try:
-                cert = certify(W, problem, R, name, data, g0)
+                cert = certify(W, problem, R, name, data, g0, interior)
             except SolverError as exc:
                 if "rounding level" in str(exc):
                     # Polished down to the float64 floor: the optimum is not certifiable in float64 whichever
@@ -397,7 +440,7 @@ def regularization_path(problem: Problem, radii, name: str = "problem") -> list[
             th, used = _polish(f, _slsqp(f, _descent_start(f, R), R), R, floor=floor)
             W = basis.compose(th)
             try:
-                cert = certify(W, problem, R, name, data, g0)
+                cert = certify(W, problem, R, name, data, g0, interior)
             except SolverError as exc:
                 failures.append(str(exc))
                 # Float64 running out is the most useful thing to say: the caller can tell it apart.
