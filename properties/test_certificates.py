@@ -95,6 +95,16 @@ def test_every_problem_in_the_domain_is_certified_exactly(p):
     assert not fails, f"exact KKT check: {fails}\nproblem file: {describe(p)}"
 
 
+def test_graph_svm_certified_when_clarabel_stops_short():
+    """Stress-found (automaton property, seed 2725772940): Clarabel returns 'user_limit' on this 3-token
+    problem (cond(E) = 23), even at 2000 iterations.  The active-set iteration from its last iterate solves
+    the QP; the answer must carry the exact certificate and say which solver produced it."""
+    p = Problem.load("examples/svm_clarabel_user_limit.json")
+    sol = graph_svm(p)
+    assert sol.certificate["certificate"] == "exact", sol.certificate
+    assert sol.certificate["solver"].startswith("active set"), sol.certificate["solver"]
+    assert sol.certificate["exact_distance"] <= DISTANCE_TOL, sol.certificate
+
 @given(p=problems(), alpha=st.sampled_from([2.0**-12, 0.37, 3.7, 1e3]))
 @settings(max_examples=scaled(30))
 def test_certificate_is_invariant_to_scale(p, alpha):
