@@ -204,16 +204,16 @@ def test_safe_step_gives_monotone_descent(dp, seed, scale):
 
 def mp_curvature(p: Problem, W: np.ndarray, D: np.ndarray) -> float:
     """``d^2/dt^2 L(W + t D)`` at t = 0, a central difference of the directional derivative at high
-    precision (``theory.exact.mp_score_gradient``, pairwise form; step 1e-30, 90 digits plus the digits
+    precision (``theory.exact.mp_score_gradient``, pairwise form; step 1e-18, 50 digits plus the digits
     a saturated ``1 - u`` cancels), so neither truncation nor rounding reaches the float64 digits."""
     import mpmath
 
     from theory.exact import mp_score_gradient
     data = TokenData.from_problem(p)
     A, dA = p.E @ W @ p.E.T, p.E @ D @ p.E.T
-    digits = 90 + int(float(np.ptp(A)) / np.log(10.0))
+    digits = 50 + int(float(np.ptp(A)) / np.log(10.0))
     with mpmath.workdps(digits):
-        h = mpmath.mpf(10) ** -30
+        h = mpmath.mpf(10) ** -18
         At = [[mpmath.mpf(float(A[j, k])) for k in range(p.K)] for j in range(p.K)]
         dAt = [[mpmath.mpf(float(dA[j, k])) for k in range(p.K)] for j in range(p.K)]
 
@@ -229,10 +229,11 @@ def steepest_curvature_direction(p: Problem, W: np.ndarray) -> np.ndarray:
     """Unit D of (about) the largest |curvature| of L at W: top eigenvector of a float64 central-difference
     Hessian (only chooses the direction; the curvature along it is then taken at high precision)."""
     d, h = p.d, 1e-6
+    data = TokenData.from_problem(p)
     cols = []
     for e in np.eye(d * d):
         Dm = e.reshape(d, d)
-        cols.append(((loss_and_grad(W + h * Dm, p)[1] - loss_and_grad(W - h * Dm, p)[1]) / (2 * h)).ravel())
+        cols.append(((loss_and_grad(W + h * Dm, p, data)[1] - loss_and_grad(W - h * Dm, p, data)[1]) / (2 * h)).ravel())
     Hm = np.array(cols)
     lam, U = np.linalg.eigh((Hm + Hm.T) / 2)
     return U[:, int(np.argmax(np.abs(lam)))].reshape(d, d)
