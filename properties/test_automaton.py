@@ -66,9 +66,9 @@ def escalated_failures(traj, an, contexts, retrain, top_of=top_scc_tokens):
     Returns (failures, steps of the verdict)."""
     fails = automaton_failures(traj, an, contexts, top_of)
     steps = traj.final.step
-    if not fails or steps * criteria.ESCALATION > criteria.ESCALATE_MAX_STEPS:
+    if not fails or criteria.escalation_steps(steps) is None:
         return fails, steps
-    longer = retrain(steps * criteria.ESCALATION)
+    longer = retrain(criteria.escalation_steps(steps))
     again = automaton_failures(longer, an, contexts, top_of)
     if again:
         again.append(f"(also at {steps} steps: {'; '.join(fails)})")

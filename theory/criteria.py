@@ -160,6 +160,13 @@ ESCALATION = 10
 ESCALATE_MAX_STEPS = 10_000_000
 
 
+def escalation_steps(steps: int) -> int | None:
+    """The budget of the one re-judgement a failed verdict at ``steps`` gets, or None past the cap (the
+    rule shared by :func:`theorem1_escalated` and the automaton property)."""
+    longer = steps * ESCALATION
+    return longer if longer <= ESCALATE_MAX_STEPS else None
+
+
 def theorem1_escalated(traj, analysis, retrain) -> tuple[Verdict, object]:
     """Theorem 1's verdict, with a failure re-judged at ``ESCALATION`` x the budget before it is believed.
 
@@ -172,9 +179,9 @@ def theorem1_escalated(traj, analysis, retrain) -> tuple[Verdict, object]:
     returned is the last one, its measures say ``escalated_from`` and the first failures are kept."""
     v = theorem1(traj, analysis)
     steps = traj.final.step
-    if v.passed or steps * ESCALATION > ESCALATE_MAX_STEPS:
+    if v.passed or escalation_steps(steps) is None:
         return v, traj
-    longer = retrain(steps * ESCALATION)
+    longer = retrain(escalation_steps(steps))
     v2 = theorem1(longer, analysis)
     v2.measures["escalated_from"] = steps
     if not v2.passed:

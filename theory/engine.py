@@ -474,9 +474,14 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
                 else:
                     # u = h . a; for square 1 - u = sum_r a_r (1 - h_r) instead (the masses sum to 1):
                     # exact when the saturated token's h_r = 1, where 1.0 - u would cancel to noise.
+                    # Two loops, not a per-token branch on the loss: this is the training step's inner loop.
                     u = 0.0
-                    for r in range(n):
-                        u += a[r] * (1.0 - ent_h[s0 + r] if code == 3 else ent_h[s0 + r])
+                    if code == 3:
+                        for r in range(n):
+                            u += a[r] * (1.0 - ent_h[s0 + r])
+                    else:
+                        for r in range(n):
+                            u += a[r] * ent_h[s0 + r]
                     if code == 1:
                         if not u > 0.0:
                             L = math.inf  # -log u = inf

@@ -269,7 +269,8 @@ def smoothness(problem: Problem, loss_name: str | None = None) -> float:
     return Delta**2 * (q / 4 + g / 2)
 
 
-def local_smoothness(problem: Problem, A: np.ndarray, data: TokenData, loss_name: str | None = None) -> float:
+def local_smoothness(problem: Problem, A: np.ndarray, data: TokenData, loss_name: str | None = None,
+                     beta: float | None = None) -> float:
     """An upper bound on the curvature of L along any unit direction of W *near* scores ``A``: the
     global :func:`smoothness` times ``sum_i w_i min(1, 4 rho_i)``, ``rho_i = 1 - max_j a_ij`` the mass
     off sample i's most attended token.
@@ -284,13 +285,15 @@ def local_smoothness(problem: Problem, A: np.ndarray, data: TokenData, loss_name
     the float64 resolution of the gradient: rounding W moves the scores by ~eps, which changes ``rho``
     by a factor ``1 + O(eps)``, so the bound holds on that neighbourhood.  A saturated attention has
     curvature ``O(rho)``, where the global bound would claim O(1) and call an exact gradient noise.
+    ``beta`` is the global bound when the caller already has it (it depends on the problem only).
     """
     a = attention(A, data)
     m = np.arange(len(a))
     off = a.copy()
     off[m, a.argmax(axis=1)] = 0.0
     rho = off.sum(axis=1)
-    return smoothness(problem, loss_name) * float(data.weights @ np.minimum(1.0, 4.0 * rho))
+    beta = smoothness(problem, loss_name) if beta is None else beta
+    return beta * float(data.weights @ np.minimum(1.0, 4.0 * rho))
 
 
 def safe_step(problem: Problem, loss_name: str | None = None) -> float:

@@ -55,10 +55,15 @@ import numpy as np
 from scipy.optimize import minimize
 
 from theory.finite import _Objective
-from theory.losses import TokenData, _per_sample, local_smoothness, loss_and_grad
+from theory.losses import TokenData, _per_sample, local_smoothness, loss_and_grad, smoothness
 from theory.problem import Problem
 from theory.subspace import CyclicSubspace
 from theory.svm import SolverError
+
+
+class RoundingLevel(SolverError):
+    """The certificate cannot be met because float64 does not resolve the gradient there ("gradient at
+    rounding level"): not a solver failure, and callers count it as not certifiable."""
 
 FEAS_TOL = 1e-9  # relative slack allowed on ||W|| <= R
 KKT_TOL = 1e-6  # relative residual ||g + μW|| / ||g|| on the boundary
@@ -119,20 +124,27 @@ def convex_case(problem: Problem) -> bool:
 # ------------------------------------------------------------------------------------------------
 # Certificate
 # ------------------------------------------------------------------------------------------------
-def rounding_floor(W: np.ndarray, problem: Problem, R: float, data: TokenData) -> float:
+def global_smoothness(problem: Problem) -> float:
+    """:func:`theory.losses.smoothness`, or 0 when there is no bound (log loss with a head that can zero u)."""
+    try:
+        return smoothness(problem)
+    except ValueError:
+        return 0.0
+
+
+def rounding_floor(W: np.ndarray, problem: Problem, R: float, data: TokenData, beta: float | None = None) -> float:
     """``ROUNDING * eps * (Γ + β R)``: how well float64 resolves grad L at W (see the module docstring).
     β is the curvature bound near W (:func:`theory.losses.local_smoothness`): the global bound made a
     saturated, exactly computed gradient look like noise (stress: square loss, R=8, ||g||=2.5e-13
-    against a global floor of 1.5e-13).  β falls back to 0 when there is no bound (log loss with a head
-    that can zero u)."""
+    against a global floor of 1.5e-13).  ``beta`` is the global bound (:func:`global_smoothness`, computed
+    here when not given): it depends on the problem only, and the polish asks for the floor at every trial
+    step."""
     E = problem.E
-    _, ds = _per_sample(E @ W @ E.T, data)
+    A = E @ W @ E.T
+    _, ds = _per_sample(A, data)
     gamma = float(np.sum(data.weights * np.linalg.norm(ds @ E, axis=1) * np.linalg.norm(E[data.queries], axis=1)))
-    try:
-        beta = local_smoothness(problem, E @ W @ E.T, data)
-    except ValueError:
-        beta = 0.0
-    return ROUNDING * np.finfo(float).eps * (gamma + beta * R)
+    beta = global_smoothness(problem) if beta is None else beta
+    return ROUNDING * np.finfo(float).eps * (gamma + local_smoothness(problem, A, data, beta=beta) * R)
 
 
 def outward_direction(problem: Problem, basis: CyclicSubspace | None = None) -> np.ndarray | None:
@@ -203,7 +215,7 @@ def certify(W: np.ndarray, problem: Problem, R: float, name: str = "problem", da
         cert["branch"] = "interior"
         return cert
     if nW < R * (1 - FEAS_TOL) and not interior_possible and floor > FLOOR_MAX * ng:
-        raise SolverError(f"{head} gradient at rounding level inside the ball (||W||={nW:.6g}, ||g||={ng:.2e}, "
+        raise RoundingLevel(f"{head} gradient at rounding level inside the ball (||W||={nW:.6g}, ||g||={ng:.2e}, "
                           f"float64 floor {floor:.1e}; the loss falls outward for ever, so no interior minimizer)")
     if nW < R * (1 - FEAS_TOL):
         if ng <= GRAD_TOL * max(1.0, g0_norm):
@@ -214,7 +226,7 @@ def certify(W: np.ndarray, problem: Problem, R: float, name: str = "problem", da
     if mu < 0:
         raise SolverError(f"{head} negative multiplier mu={mu:.2e} (the loss decreases inward)")
     if floor > FLOOR_MAX * ng:
-        raise SolverError(f"{head} gradient at rounding level (||g||={ng:.2e}, float64 floor {floor:.1e})")
+        raise RoundingLevel(f"{head} gradient at rounding level (||g||={ng:.2e}, float64 floor {floor:.1e})")
     if resid > KKT_TOL * ng + floor:
         raise SolverError(f"{head} relative KKT residual ||g + mu W||/||g|| = {resid / ng:.2e} > {KKT_TOL:g} "
                           f"(+ rounding floor {floor / ng:.1e})")
@@ -394,6 +406,7 @@ def regularization_path(problem: Problem, radii, name: str = "problem") -> list[
     convex = convex_case(problem)
     cvx = _Cvx(problem, basis, data) if convex else None
     interior = outward_direction(problem, basis) is None
+    beta = global_smoothness(problem)
     theta, prev_R = np.zeros(basis.dim), None
     out = []
     for R in radii:
@@ -415,19 +428,19 @@ def regularization_path(problem: Problem, radii, name: str = "problem") -> list[
         failures = []
 
         def floor(th, R=R):
-            return rounding_floor(basis.compose(th), problem, R, data)
+            return rounding_floor(basis.compose(th), problem, R, data, beta)
 
         for i, th in enumerate(starts):
             th, used = _polish(f, th, R, floor=floor)
             W = basis.compose(th)
             try:
                 cert = certify(W, problem, R, name, data, g0, interior)
+            except RoundingLevel:
+                # Polished down to the float64 floor: the optimum is not certifiable in float64 whichever
+                # start reaches it.  Say so now (the caller counts it as not certifiable) rather than
+                # spend the polish budget of every other start on the same verdict.
+                raise
             except SolverError as exc:
-                if "rounding level" in str(exc):
-                    # Polished down to the float64 floor: the optimum is not certifiable in float64 whichever
-                    # start reaches it.  Say so now (the caller counts it as not certifiable) rather than
-                    # spend the polish budget of every other start on the same verdict.
-                    raise
                 failures.append(str(exc))
                 continue
             solver = ("clarabel" if i == 0 and convex and note["clarabel_status"] == cp.OPTIMAL else
@@ -441,11 +454,10 @@ def regularization_path(problem: Problem, radii, name: str = "problem") -> list[
             W = basis.compose(th)
             try:
                 cert = certify(W, problem, R, name, data, g0, interior)
-            except SolverError as exc:
-                failures.append(str(exc))
-                # Float64 running out is the most useful thing to say: the caller can tell it apart.
-                limit = [f for f in failures if "rounding level" in f]
-                raise SolverError((limit or failures)[0]) from None
+            except RoundingLevel:
+                raise
+            except SolverError:
+                raise SolverError(failures[0]) from None  # the best start's failure (Clarabel's, when convex)
             cert.update(solver="slsqp from the descent start (fallback)", polish_steps=used, **note)
         theta, prev_R = th, R
         out.append(RegPathSolution(R, W, cert["loss"], cert))

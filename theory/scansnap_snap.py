@@ -59,6 +59,7 @@ import time
 import numpy as np
 
 from theory.scansnap import ScanSnapError, integrate, mean_distinct_entropy, snap_time_estimate, syn_layout
+from theory.scansnap_experiments import _int_arg
 
 FIG3_ETA_Y = (1.0, 2.0, 5.0, 10.0)
 FIG3_ETA_Z = 1.0
@@ -158,8 +159,6 @@ def lemma7_violations(p: dict, *, remark2: bool | None = None) -> list[str]:
 
 
 def tian_fig8(args) -> dict:
-    from theory.scansnap_experiments import _int_arg
-
     steps = _int_arg(args, "steps", FIG8_STEPS, 10)
     t0 = time.perf_counter()
     rows = []
@@ -345,8 +344,6 @@ def _check_m_eta(M, eta_y):
         raise ScanSnapError(f"M: expected an integer >= 2, got {M!r}")
     if not (isinstance(eta_y, (int, float, np.floating, np.integer)) and math.isfinite(eta_y) and eta_y > 0):
         raise ScanSnapError(f"eta_y: expected a finite positive rate, got {eta_y!r}")
-
-
 
 
 def _public(row: dict) -> dict:

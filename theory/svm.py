@@ -13,7 +13,6 @@ confirmed by an independent LP (scipy HiGHS) before :class:`GraphSVMInfeasible` 
 from __future__ import annotations
 
 import warnings
-
 from dataclasses import dataclass
 
 import cvxpy as cp
