@@ -23,7 +23,9 @@ reach ``τ >= 10⁴ τ₀`` so that all three lie in the asymptotic regime):
    ``tan θ = Δρ/Δc``, and when some ``⇒`` constraints are inactive in ``W^svm`` the residual ρ still drifts
    like ``log log τ`` (as for logistic regression), so ``tan θ ~ A / ln(τ/τ₀)``.  The criterion is
    ``tan θ · ln(τ/τ₀) <= DIRECTION_RATE``; a wrong limit direction keeps ``tan θ`` constant, so the product
-   grows with the budget.  The raw correlation must also not fall over the last decade.
+   grows with the budget.  ``A`` depends on the problem: in an escalated verdict a product up to
+   ``DIRECTION_RATE_ESCALATED`` is judged by its trend over the escalation (:func:`direction_trend`).
+   The raw correlation must also not fall over the last decade.
 3. *finite part* -- ``||Π_{S_fin} W(τ) - W^fin|| <= FINITE_MAX · max(1, ||W^fin||)`` and it shrank by at least
    ``FINITE_DECAY`` over the last decade (the attention leak outside the top SCC is ``~1/τ``, and L̃ is strongly
    convex on S_fin), unless already below ``FINITE_FLOOR``.
@@ -50,6 +52,13 @@ import numpy as np
 # the log regime), hence the wide band.
 GROWTH_LO, GROWTH_HI = 0.6, 1.25
 DIRECTION_RATE = 3.0
+# In an escalated verdict, a direction rate in (DIRECTION_RATE, DIRECTION_RATE_ESCALATED] is judged by its
+# trend instead (see direction_trend).  The stress profile found a valid run with tan θ · ln(τ/τ₀) = 3.14
+# at 1e5 steps and 3.12 at 1e6: the constant A of the theory's 1/ln τ rate, for that problem, above the
+# first calibration's largest 1.67.  6.0 < tan(35°) · ln(10^4) = 6.45: a target 35° off fails on the cap
+# alone at every budget; targets 15-30° off (products 2.5-7.4) grow 1.16-1.25x over an escalation and
+# fail the trend (test_theorem1.py::test_direction_trend_rejects_a_slightly_wrong_target).
+DIRECTION_RATE_ESCALATED = 6.0
 FINITE_MAX = 0.05
 FINITE_DECAY = 0.5
 FINITE_FLOOR = 1e-6
@@ -99,11 +108,27 @@ def _at(traj, step: float):
     return min(traj.checkpoints, key=lambda c: abs(np.log(max(c.step, 1)) - np.log(max(step, 1))))
 
 
-def theorem1(traj, analysis) -> Verdict:
+def direction_trend(earlier: dict, later: dict) -> tuple[float, float]:
+    """``(growth, allowed)``: how much ``tan θ · ln(τ/τ₀)`` grew from an ``earlier`` verdict's measures to a
+    ``later`` one at 10x the budget, and the most it may grow for a direction converging to W^svm.
+
+    The theory (module docstring, point 2) predicts ``tan θ ~ A / ln(τ/τ₀)``: the product tends to a
+    problem-dependent constant ``A``.  A wrong limit direction keeps ``tan θ`` constant, so the product grows
+    by ``L₂/L₁`` (``L = ln(τ/τ₀)``; 1.15-1.25 at the budgets judged).  ``allowed`` is the geometric midpoint
+    ``sqrt(L₂/L₁)`` of those two predictions."""
+    p1, p2 = earlier["direction_rate"], later["direction_rate"]
+    growth = p2 / p1 if p1 > 0 else float("inf")
+    return growth, float(np.sqrt(later["log_time"] / earlier["log_time"]))
+
+
+def theorem1(traj, analysis, earlier: Verdict | None = None) -> Verdict:
     """Theorem 1 on a finite budget (see the module docstring).  ``analysis.svm.W`` must be nonzero.
 
     Everything is recomputed from the checkpoints' ``W`` and ``analysis``, so the same trajectory can be
-    judged against another target (the calibration tests do exactly that)."""
+    judged against another target (the calibration tests do exactly that).  ``earlier`` is the verdict of
+    the same run at a tenth of this budget (see :func:`theorem1_escalated`): with it, a direction rate
+    above ``DIRECTION_RATE`` but within ``DIRECTION_RATE_ESCALATED`` is accepted when it did not grow by
+    more than :func:`direction_trend` allows."""
     if analysis.svm.norm == 0:
         raise ValueError("theorem1(): W^svm = 0, use finite_convergence() instead")
     end = traj.final
@@ -135,10 +160,18 @@ def theorem1(traj, analysis) -> Verdict:
     tau0 = time_unit(sn, traj.eta, adverse_gap(analysis, traj.checkpoints[0].W))
     log_time = float(np.log(max(end.step / tau0, np.e)))
     tan = float(np.sqrt(max(0.0, 1.0 / inc**2 - 1.0))) if inc > 0 else float("inf")
-    m["direction_rate"] = tan * log_time
-    if tan * log_time > DIRECTION_RATE:
+    m["direction_rate"], m["log_time"] = tan * log_time, log_time
+    direction_ok = tan * log_time <= DIRECTION_RATE
+    why = f"> {DIRECTION_RATE}"
+    if not direction_ok and earlier is not None:
+        growth, allowed = direction_trend(earlier.measures, m)
+        m["direction_trend"], m["direction_trend_max"] = growth, allowed
+        direction_ok = tan * log_time <= DIRECTION_RATE_ESCALATED and growth <= allowed
+        why = (f"> {DIRECTION_RATE}, and escalated it is above {DIRECTION_RATE_ESCALATED} or grew "
+               f"{growth:.3g}x over the escalation (a converging direction: <= {allowed:.3g}x)")
+    if not direction_ok:
         fails.append(f"incremental direction corr(W(τ)-W(τ/10), W^svm) = {inc:.4f}: its tangent {tan:.3g} "
-                     f"x ln(τ/τ₀) = {tan * log_time:.3g} > {DIRECTION_RATE}")
+                     f"x ln(τ/τ₀) = {tan * log_time:.3g} {why}")
     if corr(end) < corr(mid) - 1e-9:
         fails.append(f"correlation fell over the last decade ({corr(mid):.4f} -> {corr(end):.4f})")
     fin_scale = max(1.0, float(np.linalg.norm(Wfin)))
@@ -182,7 +215,7 @@ def theorem1_escalated(traj, analysis, retrain) -> tuple[Verdict, object]:
     if v.passed or escalation_steps(steps) is None:
         return v, traj
     longer = retrain(escalation_steps(steps))
-    v2 = theorem1(longer, analysis)
+    v2 = theorem1(longer, analysis, earlier=v)
     v2.measures["escalated_from"] = steps
     if not v2.passed:
         v2.failures.insert(0, f"(also at {steps} steps: {'; '.join(v.failures)})")
