@@ -135,6 +135,7 @@ def test_reproduction_sweep_runs_are_the_reproductions_trials(tmp_path):
 def test_section5_phase_uses_the_section5_property_criterion(loss, head):
     """section5-phase's verdict is the one ``judge`` of properties/test_section5.py gives the same run."""
     from properties.test_section5 import judge
+    from theory.local_convergence import STEPS
     from strategies.relaxations import RelaxedCase
     from theory.losses import safe_step
     from theory.training import train
@@ -143,7 +144,7 @@ def test_section5_phase_uses_the_section5_property_criterion(loss, head):
     for seed in range(2):
         p = sweep.valid_problem(sweep._cell_seed(seed, 6), 6, 1.0, loss=loss, head=sweep.HEADS[head])
         eta = safe_step(p)
-        traj = train(p, sweep.SECTION5_STEPS, eta)
+        traj = train(p, STEPS, eta)
         case = RelaxedCase("head", p, p.replace(head=None, loss="log"), 1.0, f"{head} head, {loss} loss")
         expected = {"aligned": "pass", "not aligned": "fail", "not judged": "not judged"}[judge(case, traj)]
         verdict, _ = sweep.section5_judge(p, traj, eta)

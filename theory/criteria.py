@@ -99,6 +99,13 @@ def adverse_gap(analysis, W0) -> float:
     return max(0.0, float(-(rows @ np.asarray(W0).ravel()).min(initial=0.0)))
 
 
+def direction_rate(inc: float, svm_norm: float, eta: float, steps: int, gap: float = 0.0) -> float:
+    """``tan θ · ln(τ/τ₀)`` for an incremental correlation ``inc = cos θ`` after ``steps`` steps (the
+    statistic of point 2 of the module docstring; ``inf`` when the increment does not point forward)."""
+    tan = float(np.sqrt(max(0.0, 1.0 / inc**2 - 1.0))) if inc > 0 else float("inf")
+    return tan * float(np.log(max(steps / time_unit(svm_norm, eta, gap), np.e)))
+
+
 def budget(svm_norm: float, eta: float, gap: float = 0.0) -> int:
     """Steps for Theorem 1's criterion: ``10^DECADES τ₀`` clipped to ``[MIN_STEPS, MAX_STEPS]``."""
     return int(np.clip(10**DECADES * time_unit(svm_norm, eta, gap), MIN_STEPS, MAX_STEPS))
