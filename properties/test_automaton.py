@@ -13,6 +13,8 @@ unless already below ``FLOOR``.  A failed verdict is re-judged once at 10x the b
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from hypothesis import event, given
@@ -130,6 +132,7 @@ def test_automaton_criterion_rejects_wrong_predictions(case):
     eta = safe_step(p)
     traj = train(p, criteria.budget(an.svm.norm, eta), eta, analysis=an)
 
+    @functools.lru_cache(maxsize=1)  # both wrong rules are re-judged on the same 10x run: train it once
     def retrain(n):
         return train(p, n, eta, analysis=an)
 

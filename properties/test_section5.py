@@ -12,7 +12,7 @@ changed over the last decade"); an earlier count on 200 random cases, before the
 from __future__ import annotations
 
 import pytest
-from hypothesis import event, find, given, settings
+from hypothesis import Phase, event, find, given, settings
 
 from properties.helpers import describe, note_problem
 from properties.judging import not_judged, scaled
@@ -147,8 +147,10 @@ def test_true_tpg_fails_where_the_pseudo_tpg_holds():
         pseudo, true = lc.rates(r)
         return pseudo <= criteria.DIRECTION_RATE < true
 
+    # Existence is the claim: the first case found is judged, not shrunk (shrinking retrains every
+    # candidate: 40 s of this test with it, 8 s without, under ci, and the claim is the same).
     case = find(relaxed_cases("head"), gap, settings=settings(database=None, derandomize=True, max_examples=20,
-                                                              deadline=None))
+                                                              deadline=None, phases=[Phase.generate]))
     r = local_run(case)
     record_metrics(corr_true=r["corr_true"], corr_pseudo=r["corr_pseudo"], inc_true=r["inc_true"],
                    inc_pseudo=r["inc_pseudo"])

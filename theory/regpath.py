@@ -87,6 +87,7 @@ class RegPathSolution:
     W: np.ndarray
     loss: float
     certificate: dict  # norm, mu, residuals, branch ("boundary"/"interior"), solver, polish steps
+    theta: np.ndarray | None = None  # coordinates in effective_basis: where a resumed path continues from
 
     @property
     def norm(self) -> float:
@@ -393,11 +394,18 @@ def _polish(f: _Objective, theta: np.ndarray, R: float, steps: int = POLISH_STEP
     return theta, steps
 
 
-def regularization_path(problem: Problem, radii, name: str = "problem") -> list[RegPathSolution]:
-    """Certified ``W̄_R`` for each R in ``radii`` (sorted increasing; warm-started along the path)."""
+def regularization_path(problem: Problem, radii, name: str = "problem",
+                        resume: RegPathSolution | None = None) -> list[RegPathSolution]:
+    """Certified ``W̄_R`` for each R in ``radii`` (sorted increasing; warm-started along the path).
+
+    ``resume``: the last solution of an earlier path of the same problem, below every R in ``radii``; the
+    path continues from it exactly as one call over both sets of radii would (the continuation's state
+    is the previous radius's coordinates), without solving the earlier radii again."""
     radii = sorted(float(R) for R in radii)
     if any(R <= 0 for R in radii):
         raise ValueError("radii must be positive")
+    if resume is not None and (resume.theta is None or not resume.R < radii[0]):
+        raise ValueError("resume: a solution of this module's path with R below every new radius")
     data = TokenData.from_problem(problem)
     basis = effective_basis(problem)
     f = _Objective(problem, basis, data)
@@ -407,7 +415,7 @@ def regularization_path(problem: Problem, radii, name: str = "problem") -> list[
     cvx = _Cvx(problem, basis, data) if convex else None
     interior = outward_direction(problem, basis) is None
     beta = global_smoothness(problem)
-    theta, prev_R = np.zeros(basis.dim), None
+    theta, prev_R = (np.zeros(basis.dim), None) if resume is None else (resume.theta, resume.R)
     out = []
     for R in radii:
         starts, note = [], {}
@@ -460,7 +468,7 @@ def regularization_path(problem: Problem, radii, name: str = "problem") -> list[
                 raise SolverError(failures[0]) from None  # the best start's failure (Clarabel's, when convex)
             cert.update(solver="slsqp from the descent start (fallback)", polish_steps=used, **note)
         theta, prev_R = th, R
-        out.append(RegPathSolution(R, W, cert["loss"], cert))
+        out.append(RegPathSolution(R, W, cert["loss"], cert, th))
     return out
 
 
