@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from theory.finite import FiniteSolution, finite_component
+from theory.finite import FiniteSolution, NoFiniteMinimizer, finite_component
 from theory.graphs import TPG, token_priority_graphs
 from theory.problem import Problem
 from theory.subspace import CyclicSubspace, cyclic_subspace
@@ -22,7 +22,8 @@ class Analysis:
     graphs: dict[int, TPG]
     svm: SVMSolution
     space: CyclicSubspace
-    finite: FiniteSolution | None  # None when W^fin was not asked for
+    finite: FiniteSolution | None  # None when W^fin was not asked for, or does not exist (finite_absent)
+    finite_absent: str | None = None  # why L̃ has no finite minimizer (theory.finite.NoFiniteMinimizer)
 
     @property
     def svm_direction(self) -> np.ndarray:
@@ -45,6 +46,8 @@ class Analysis:
                "svm": {"W": self.svm.W.tolist(), "norm": self.svm.norm,
                        "certificate": {k: v for k, v in self.svm.certificate.items() if k != "certificate"}},
                "cyclic_subspace": {"dim": self.space.dim}}
+        if self.finite_absent is not None:
+            out["finite"] = {"exists": False, "reason": self.finite_absent}
         if self.finite is not None:
             f = self.finite
             out["finite"] = {"W": f.W.tolist(), "grad_norm": f.grad_norm}
@@ -61,5 +64,8 @@ def analyze(problem: Problem, name: str = "problem", finite: bool = True, loss: 
     graphs = token_priority_graphs(problem)
     svm = graph_svm(problem, graphs, name=name)
     space = cyclic_subspace(problem, graphs)
-    fin = finite_component(problem, graphs, space, loss=loss, name=name, bound=bound) if finite else None
+    try:
+        fin = finite_component(problem, graphs, space, loss=loss, name=name, bound=bound) if finite else None
+    except NoFiniteMinimizer as exc:  # an answer, not a failure: W^fin does not exist for this head and loss
+        return Analysis(problem, graphs, svm, space, None, str(exc))
     return Analysis(problem, graphs, svm, space, fin)

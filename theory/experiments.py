@@ -124,6 +124,7 @@ def _local_trial(t: int, rng, s: dict, loss: str, steps: int, cps) -> dict:
     from theory.finite import finite_component, limit_data
     from theory.pseudo import label_scc_mask, pseudo_svm, selected_scc_mask
     from theory.subspace import cyclic_subspace
+    from theory.finite import NoFiniteMinimizer
     from theory.svm import SolverError
     from theory.training import train
 
@@ -154,6 +155,9 @@ def _local_trial(t: int, rng, s: dict, loss: str, steps: int, cps) -> dict:
         try:
             fin = finite_component(p, graphs, space, loss=loss, name=f"{key} TPG of {name}", mask=cert_mask).W
             out[f"normdiff_certified_{key}"] = float(np.linalg.norm(proj[-1] - fin))
+        except NoFiniteMinimizer:  # L̃ falls toward infinity on S_fin (e.g. the true TPG under a tied head)
+            out[f"normdiff_certified_{key}"] = float("nan")
+            out[f"finite_absent_{key}"] = True
         except SolverError:  # L̃ without a certified stationary point on S_fin (non-convex losses)
             out[f"normdiff_certified_{key}"] = float("nan")
         out[f"sfin_dim_{key}"] = space.dim
@@ -195,6 +199,10 @@ def li_local(args) -> dict:
         for key in ("true", "pseudo"):
             v = [r[f"normdiff_{kind}_{key}"] for r in runs]
             out[f"norm_difference_{kind}_{key}_tpg"] = _stats([x[-1] if np.ndim(x) else x for x in v])
+    # Trials whose certified W^fin does not exist (L̃ falls toward infinity on S_fin under the tied head):
+    # their certified norm difference is null, and this says why.
+    out["no_finite_minimizer"] = {key: int(sum(bool(r.get(f"finite_absent_{key}")) for r in runs))
+                                  for key in ("true", "pseudo")}
     out["curves"] = {"tau": cps.tolist(),
                      "true_mean": np.nanmean(ct, axis=0).tolist(), "true_std": np.nanstd(ct, axis=0).tolist(),
                      "pseudo_mean": np.nanmean(cp, axis=0).tolist(), "pseudo_std": np.nanstd(cp, axis=0).tolist(),

@@ -111,6 +111,15 @@ class _Objective:
         return (Hm + Hm.T) / 2
 
 
+class NoFiniteMinimizer(SolverError):
+    """``L̃`` has no finite minimizer on S_fin (it decreases toward infinity along S_fin)."""
+
+
+# Largest Hessian eigenvalue on S_fin at the answer, relative to its value at W = 0, below which L̃ is
+# taken as flat (saturated): see finite_component.
+FLAT = 1e-12
+
+
 def finite_component(problem: Problem, graphs: dict[int, TPG] | None = None, space: CyclicSubspace | None = None,
                      loss: str | None = None, name: str = "problem", max_iter: int = 200,
                      bound: bool = False, mask: np.ndarray | None = None) -> FiniteSolution:
@@ -127,6 +136,7 @@ def finite_component(problem: Problem, graphs: dict[int, TPG] | None = None, spa
     L, g = f(theta)
     g0 = float(np.linalg.norm(g))
     target = GRAD_TOL * max(1.0, g0)
+    h0 = float(np.abs(np.linalg.eigvalsh(f.hessian(theta))).max())
     it = 0
     while np.linalg.norm(g) > target and it < max_iter:
         it += 1
@@ -164,6 +174,19 @@ def finite_component(problem: Problem, graphs: dict[int, TPG] | None = None, spa
     if not np.isfinite(gn) or gn > target:
         raise SolverError(f"W^fin of {name}: gradient norm on S_fin {gn:.2e} after {it} Newton steps "
                           f"exceeds {target:.1e} (relative tolerance {GRAD_TOL:g})")
+    # A small gradient certifies a minimizer only where L̃ still curves.  Where it has no finite minimizer
+    # (possible without Assumption 1: a tied head, another loss) Newton runs off along S_fin until the
+    # attention saturates and gradient and Hessian both underflow: a zero gradient there is float64's,
+    # not the theory's.  Under the assumptions L̃ is strictly convex on S_fin: measured, the largest
+    # curvature at W^fin is >= 0.56 of its value at 0 on 226 strategy problems with a cyclic part.
+    H = f.hessian(theta)
+    h = float(np.abs(np.linalg.eigvalsh(H)).max()) if H.size else 0.0
+    if h0 > 0 and h <= FLAT * h0:
+        raise NoFiniteMinimizer(
+            f"W^fin of {name}: no finite minimizer of the limit loss L̃ on S_fin: its Newton descent ran to "
+            f"||W|| = {np.linalg.norm(theta):.3g}, where L̃ is flat to float64 (largest curvature {h:.2e}, "
+            f"{h0:.2e} at W = 0), i.e. L̃ falls toward infinity along S_fin (possible only without "
+            f"Assumption 1: this head and loss)")
     if not bound:
         return FiniteSolution(space.compose(theta), theta, float(L), gn, g0, it)
     eb, gx, lo = error_bound(problem, space, f.data, theta, f.hessian(theta))
