@@ -204,9 +204,10 @@ def test_finite_error_bound_brackets_a_planted_offset(p, data):
 @settings(max_examples=scaled(30))
 def test_finite_minimizer_exists_under_the_assumptions(p):
     """Under Assumptions 1-2 L̃ is strictly convex on S_fin, so ``analyze`` never reports "no finite
-    minimizer" there: the flatness test of :func:`theory.finite.finite_component` (largest curvature at the
-    answer <= FLAT = 1e-12 of its value at W = 0) stays far from valid problems (measured: >= 0.56 on 226
-    problems with a cyclic part, condition numbers up to 8e3)."""
+    minimizer" there: the runaway tests of :func:`theory.finite.finite_component` (largest curvature at the
+    answer <= FLAT = 1e-12 of its value at W = 0, or a Newton step > NEWTON_TOL = 1e-8 relative along which
+    L̃ keeps falling) stay far from valid problems (measured on 226 problems with a cyclic part, condition
+    numbers up to 8e3: curvature >= 0.56 of its value at 0, Newton step <= 1.4e-14)."""
     an = analyze(p, loss=p.loss)
     event(f"S_fin dim>0={an.space.dim > 0}")
     assert an.finite_absent is None and an.finite is not None, f"{an.finite_absent}\nproblem file: {describe(p)}"
@@ -233,3 +234,19 @@ def test_no_finite_minimizer_is_reported_not_certified():
     with contextlib.redirect_stdout(out):
         assert cli.main(["train", path, "--steps", "100", "--step-size", "0.1"]) == 0
     assert json.loads(out.getvalue())["finite_error"] is None
+
+
+def test_runaway_point_with_a_small_gradient_is_not_certified():
+    """li-local, ce, trial 15 (tied head, seed 15): L̃ of the true TPG has no finite minimizer, and Newton
+    used to stop at ||W^fin|| = 17 where the gradient had fallen below its 1e-9 tolerance while the Newton
+    step was still 4.6e-2 relative -- a runaway point, certified as W^fin.  It is reported as no finite
+    minimizer now, and L̃ indeed keeps falling along S_fin from there."""
+    from theory.experiments import SETTINGS, paper_problem
+    from theory.finite import NoFiniteMinimizer, finite_component
+
+    s = SETTINGS["li-local"]
+    p = paper_problem(np.random.default_rng(15), s["n"], s["T"], s["K"], s["d"], s["cyclic"], loss="ce",
+                      tied_head=True)
+    an = analyze(p, finite=False)
+    with pytest.raises(NoFiniteMinimizer, match="keeps falling|flat to float64"):
+        finite_component(p, an.graphs, an.space, loss="ce")
