@@ -99,11 +99,16 @@ def adverse_gap(analysis, W0) -> float:
     return max(0.0, float(-(rows @ np.asarray(W0).ravel()).min(initial=0.0)))
 
 
+def log_time(steps: int, svm_norm: float, eta: float, gap: float = 0.0) -> float:
+    """``ln(τ/τ₀)`` (at least 1): the budget in the logarithmic time of the direction's convergence."""
+    return float(np.log(max(steps / time_unit(svm_norm, eta, gap), np.e)))
+
+
 def direction_rate(inc: float, svm_norm: float, eta: float, steps: int, gap: float = 0.0) -> float:
     """``tan θ · ln(τ/τ₀)`` for an incremental correlation ``inc = cos θ`` after ``steps`` steps (the
     statistic of point 2 of the module docstring; ``inf`` when the increment does not point forward)."""
     tan = float(np.sqrt(max(0.0, 1.0 / inc**2 - 1.0))) if inc > 0 else float("inf")
-    return tan * float(np.log(max(steps / time_unit(svm_norm, eta, gap), np.e)))
+    return tan * log_time(steps, svm_norm, eta, gap)
 
 
 def budget(svm_norm: float, eta: float, gap: float = 0.0) -> int:
@@ -164,21 +169,20 @@ def theorem1(traj, analysis, earlier: Verdict | None = None) -> Verdict:
     if not (g1 > 0 and GROWTH_LO <= ratio <= GROWTH_HI):
         fails.append(f"coefficient along W^svm is not growing logarithmically (gain {g1:.3g} in the last decade, "
                      f"ratio to the previous decade {ratio:.3g} not in [{GROWTH_LO}, {GROWTH_HI}])")
-    tau0 = time_unit(sn, traj.eta, adverse_gap(analysis, traj.checkpoints[0].W))
-    log_time = float(np.log(max(end.step / tau0, np.e)))
-    tan = float(np.sqrt(max(0.0, 1.0 / inc**2 - 1.0))) if inc > 0 else float("inf")
-    m["direction_rate"], m["log_time"] = tan * log_time, log_time
-    direction_ok = tan * log_time <= DIRECTION_RATE
+    gap = adverse_gap(analysis, traj.checkpoints[0].W)
+    rate = direction_rate(inc, sn, traj.eta, end.step, gap)
+    m["direction_rate"], m["log_time"] = rate, log_time(end.step, sn, traj.eta, gap)
+    direction_ok = rate <= DIRECTION_RATE
     why = f"> {DIRECTION_RATE}"
     if not direction_ok and earlier is not None:
         growth, allowed = direction_trend(earlier.measures, m)
         m["direction_trend"], m["direction_trend_max"] = growth, allowed
-        direction_ok = tan * log_time <= DIRECTION_RATE_ESCALATED and growth <= allowed
+        direction_ok = rate <= DIRECTION_RATE_ESCALATED and growth <= allowed
         why = (f"> {DIRECTION_RATE}, and escalated it is above {DIRECTION_RATE_ESCALATED} or grew "
                f"{growth:.3g}x over the escalation (a converging direction: <= {allowed:.3g}x)")
     if not direction_ok:
-        fails.append(f"incremental direction corr(W(τ)-W(τ/10), W^svm) = {inc:.4f}: its tangent {tan:.3g} "
-                     f"x ln(τ/τ₀) = {tan * log_time:.3g} {why}")
+        fails.append(f"incremental direction corr(W(τ)-W(τ/10), W^svm) = {inc:.4f}: its tangent x ln(τ/τ₀) = "
+                     f"{rate:.3g} {why}")
     if corr(end) < corr(mid) - 1e-9:
         fails.append(f"correlation fell over the last decade ({corr(mid):.4f} -> {corr(end):.4f})")
     fin_scale = max(1.0, float(np.linalg.norm(Wfin)))

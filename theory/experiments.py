@@ -121,10 +121,9 @@ def _gd_limit(problem: Problem, data, steps: int, eta: float, cps) -> np.ndarray
 
 
 def _local_trial(t: int, rng, s: dict, loss: str, steps: int, cps) -> dict:
-    from theory.finite import finite_component, limit_data
+    from theory.finite import NoFiniteMinimizer, finite_component, limit_data
     from theory.pseudo import label_scc_mask, pseudo_svm, selected_scc_mask
     from theory.subspace import cyclic_subspace
-    from theory.finite import NoFiniteMinimizer
     from theory.svm import SolverError
     from theory.training import train
 

@@ -187,7 +187,8 @@ def finite_component(problem: Problem, graphs: dict[int, TPG] | None = None, spa
     eig = np.linalg.eigvalsh(H) if H.size else np.zeros(1)
     h = float(np.abs(eig).max())
     scale = max(1.0, float(np.linalg.norm(theta)))
-    newton = float(np.linalg.norm(np.linalg.solve(H, g))) if eig[0] > 0 else float("inf")
+    step = -np.linalg.solve(H, g) if eig[0] > 0 else None
+    newton = float(np.linalg.norm(step)) if step is not None else float("inf")
     if h0 > 0 and h <= FLAT * h0:
         raise NoFiniteMinimizer(
             f"W^fin of {name}: no finite minimizer of the limit loss L̃ on S_fin: its Newton descent ran to "
@@ -195,7 +196,7 @@ def finite_component(problem: Problem, graphs: dict[int, TPG] | None = None, spa
             f"{h0:.2e} at W = 0), i.e. L̃ falls toward infinity along S_fin (possible only without "
             f"Assumption 1: this head and loss)")
     if newton > NEWTON_TOL * scale:
-        d = -np.linalg.solve(H, g) if eig[0] > 0 else -g
+        d = step if step is not None else -g
         L1, L10 = f(theta + d)[0], f(theta + 10 * d)[0]
         if L1 < L and L10 < L1:
             raise NoFiniteMinimizer(
