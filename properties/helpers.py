@@ -30,11 +30,16 @@ def assert_verdict(verdict, problem, what: str) -> None:
     assert verdict.passed, f"{what}: {verdict}\nproblem file: {describe(problem)}"
 
 
-def assert_close(got, expected, atol: float, what: str, problem=None) -> None:
+def assert_close(got, expected, atol: float, what: str, problem=None, *, relative: bool = False) -> None:
+    """``max |got - expected| <= atol``; with ``relative``, the bound is ``atol * ||expected||_F`` (for
+    answers whose scale is the problem's, like ``W^svm``: ``E -> αE`` sends it to ``W/α²``)."""
     got, expected = np.asarray(got, float), np.asarray(expected, float)
     err = float(np.max(np.abs(got - expected))) if got.size else 0.0
-    msg = f"{what}: max |got - expected| = {err:.3g} > {atol:g}\nexpected:\n{np.round(expected, 6)}\ngot:\n{np.round(got, 6)}"
+    scale = float(np.linalg.norm(expected)) if relative else 1.0
+    bound = atol * scale
+    kind = f"{atol:g} x ||expected||_F = {bound:.3g}" if relative else f"{atol:g}"
+    msg = f"{what}: max |got - expected| = {err:.3g} > {kind}\nexpected:\n{np.round(expected, 6)}\ngot:\n{np.round(got, 6)}"
     if problem is not None:
         msg += f"\nproblem file: {describe(problem)}"
-    assert got.shape == expected.shape and err <= atol, msg
+    assert got.shape == expected.shape and err <= bound, msg
 

@@ -1,7 +1,7 @@
 """Reference implementation of Tian et al. 2023 (theory/scansnap.py) and its strategies.
 
 * the SGD path (finite T, finite batch) agrees with the long-sequence limit (Lemma 2) within a stated,
-  T-dependent tolerance, and the gap shrinks as T grows; the discrete limit agrees with the ODE;
+  T-dependent tolerance, and its finite-T part (same classes per batch) shrinks at least like 1/sqrt(T); the discrete limit agrees with the ODE;
 * gradients (Lemma 1) match central finite differences; the per-class sparse path matches the dense one;
 * the tied decoder (Lemma 3) coincides with the free one while Z is frozen;
 * the integrator's step-halving check accepts accurate runs and raises on inaccurate ones;
@@ -14,6 +14,7 @@ derandomized; under ``stress`` Hypothesis prints the ``@reproduce_failure`` blob
 from __future__ import annotations
 
 import argparse
+import math
 
 import numpy as np
 import pytest
@@ -36,10 +37,27 @@ FEW = max(2, settings.default.max_examples // 3)
 AGREE_REL, AGREE_ABS = 0.04, 5e-3
 
 
+# Finite-T effect with the classes of every batch shared (train_sgd draws classes and tokens from separate
+# streams): the gap |Z_SGD(T) - Z_SGD(T = inf)| is token noise O(1/sqrt(B T)) plus bias O(1/T), so growing T
+# 250x must shrink it at least sqrt(250) = 16x where noise dominates and ~250x where bias does.  Stated:
+# at least FINITE_T_SHRINK = 4x (150 drawn cases measured 19x to 1300x, median 128x).  The earlier criterion
+# compared each T against population GD, whose gap includes the batch's class-sampling noise (not a
+# finite-T effect): stress seed 1981322564 found T = 8 at 0.0072 and T = 2000 at 0.0113 on a class pair
+# whose T = 8 bias is below that noise.
+FINITE_T_SHRINK = 4.0
+
+
 def _gap(classes, T, seed, steps=60, eta=0.2, batch=256):
     res = train_sgd(classes, steps=steps, eta_y=eta, eta_z=eta, batch=batch, T=T, seed=seed)
     _, Zg = population_gd(classes, steps=steps, eta_y=eta, eta_z=eta)
     return float(np.max(np.abs(res.Z[0] - Zg))), float(np.max(np.abs(Zg)))
+
+
+def _finite_T_gaps(classes, Ts, seed, steps=60, eta=0.2, batch=256):
+    """``max |Z_SGD(T) - Z_SGD(inf)|`` for each T, the same classes in every batch."""
+    Z = {T: train_sgd(classes, steps=steps, eta_y=eta, eta_z=eta, batch=batch, T=T, seed=seed).Z[0]
+         for T in (*Ts, math.inf)}
+    return [float(np.max(np.abs(Z[T] - Z[math.inf]))) for T in Ts]
 
 
 @settings(deadline=None, max_examples=FEW)
@@ -48,11 +66,21 @@ def _gap(classes, T, seed, steps=60, eta=0.2, batch=256):
 def test_sgd_long_sequences_agree_with_the_limit(classes, seed):
     record_inputs(M=classes.M, classes=classes.K, T=2000)
     gap_long, scale = _gap(classes, 2000, seed)
-    gap_short, _ = _gap(classes, 8, seed)
-    record_metrics(gap_T2000=gap_long, gap_T8=gap_short, scale=scale)
     assert gap_long <= AGREE_REL * scale + AGREE_ABS, f"SGD(T=2000) vs limit: {gap_long:.4g} > tolerance"
-    # rate-aware: the gap is a finite-T effect, so it must shrink when T grows 250x
-    assert gap_long < gap_short, f"gap did not shrink with T: T=8 {gap_short:.4g}, T=2000 {gap_long:.4g}"
+    # rate-aware: the finite-T part of the gap shrinks at least like 1/sqrt(T)
+    short, long_ = _finite_T_gaps(classes, (8, 2000), seed)
+    record_metrics(gap_T2000=gap_long, scale=scale, finite_T_gap_8=short, finite_T_gap_2000=long_)
+    assert long_ * FINITE_T_SHRINK <= short, (
+        f"finite-T gap did not shrink {FINITE_T_SHRINK:g}x when T grew 250x: T=8 {short:.4g}, T=2000 {long_:.4g}")
+
+
+def test_finite_T_criterion_rejects_a_T_that_barely_grew():
+    """Calibration of FINITE_T_SHRINK: T = 8 -> 9 leaves the finite-T gap nearly as it was, and fails it."""
+    rejected = 0
+    for seed in range(5):
+        short, long_ = _finite_T_gaps(syn_layout(1, 2, 3, 4), (8, 9), seed)
+        rejected += long_ * FINITE_T_SHRINK > short
+    assert rejected == 5, f"the criterion accepted T = 8 -> 9 in {5 - rejected} of 5 seeds"
 
 
 def test_agreement_tolerance_is_calibrated():

@@ -294,11 +294,16 @@ def population_loss_grads(Y, Z, classes: SequenceClasses, *, decoder="free", W=N
 # --------------------------------------------------------------------------------------------------
 
 
-def sample_counts(rng: np.random.Generator, classes: SequenceClasses, batch: int, T: int):
+def sample_counts(rng: np.random.Generator, classes: SequenceClasses, batch: int, T: float,
+                  count_rng: np.random.Generator | None = None):
     """A batch of sequences as token counts: classes ~ ``weights``, ``T-1`` contextual tokens each.
-    Returns ``(labels (B,), counts (B, M))``."""
+    Returns ``(labels (B,), counts (B, M))``.  ``T = math.inf`` is the long-sequence limit of each sampled
+    sequence: counts ``P(.|n)`` (attention depends on counts only through frequencies).  Tokens are drawn
+    from ``count_rng`` (default ``rng``), so that runs at different ``T`` can share their labels."""
     labels = rng.choice(classes.K, size=batch, p=classes.weights)
-    counts = rng.multinomial(T - 1, classes.P[labels])
+    if math.isinf(T):
+        return labels, classes.P[labels].astype(float)
+    counts = (count_rng or rng).multinomial(T - 1, classes.P[labels])
     return labels, counts.astype(float)
 
 
@@ -322,6 +327,10 @@ def train_sgd(classes: SequenceClasses, *, steps: int, eta_y, eta_z, batch: int 
               Y0=None, Z0=None, shared_data: bool = True) -> SGDResult:
     """SGD (PyTorch convention ``v <- mu v + g``, ``p <- p - eta v``) on sampled sequences.
 
+    ``T = math.inf`` trains on the long-sequence limit of each sampled sequence (the batch's classes are
+    still sampled).  Classes and tokens come from separate streams of ``seed``, so runs that differ only in
+    ``T`` see the same classes in every batch: their difference is the finite-``T`` effect alone.
+
     ``eta_y``, ``eta_z`` may be arrays of shape ``(S,)``: ``S`` models (a learning-rate grid, or seeds) are
     trained at once.  With ``shared_data`` every model sees the same batches (common random numbers, which
     make grid comparisons less noisy); otherwise each model draws its own.  ``init_scale > 0``: entries of
@@ -335,7 +344,9 @@ def train_sgd(classes: SequenceClasses, *, steps: int, eta_y, eta_z, batch: int 
     for v in np.concatenate([eta_y, eta_z]):
         _check_rates(float(v), 0.0)
     for name, v, lo in (("steps", steps, 0), ("batch", batch, 1), ("T", T, 2)):
-        if int(v) != v or v < lo:
+        if name == "T" and v == math.inf:
+            continue
+        if not isinstance(v, (int, np.integer, float)) or not math.isfinite(v) or int(v) != v or v < lo:
             raise ScanSnapError(f"{name}: expected an integer >= {lo}, got {v!r}")
     if not (0 <= momentum < 1):
         raise ScanSnapError(f"momentum: expected a value in [0, 1), got {momentum!r}")
@@ -344,6 +355,7 @@ def train_sgd(classes: SequenceClasses, *, steps: int, eta_y, eta_z, batch: int 
     eta_y = np.broadcast_to(eta_y, (S,))[:, None, None]
     eta_z = np.broadcast_to(eta_z, (S,))[:, None, None]
     rng = np.random.default_rng(seed)
+    count_rng = rng.spawn(1)[0]  # its own stream; does not advance rng
     M = classes.M
     Y, Z = _init(rng, S, M, init_scale)
     if Y0 is not None:
@@ -356,12 +368,12 @@ def train_sgd(classes: SequenceClasses, *, steps: int, eta_y, eta_z, batch: int 
     rec_steps, hist, losses = [], [], []
     for k in range(steps + 1):
         if shared_data:
-            labels, counts = sample_counts(rng, classes, batch, T)
+            labels, counts = sample_counts(rng, classes, batch, T, count_rng)
             loss, dY, dZ = forward_grads_by_class(Y, Z, counts, labels, classes, w)
         else:   # independent streams: per-model batches, processed one model at a time
             loss, dY, dZ = np.empty(S), np.empty_like(Y), np.empty_like(Z)
             for s in range(S):
-                labels, counts = sample_counts(rng, classes, batch, T)
+                labels, counts = sample_counts(rng, classes, batch, T, count_rng)
                 loss[s], dY[s], dZ[s] = forward_grads_by_class(Y[s], Z[s], counts, labels, classes, w)
         if record_every and k % record_every == 0 or k == steps:
             rec_steps.append(k)

@@ -126,7 +126,10 @@ def certify(w, lam, mu, cons: Constraints, name: str, rel_tol: float = TOL) -> d
     return cert
 
 
-def _confirm_infeasible(cons: Constraints, name: str, E: np.ndarray | None = None) -> None:
+def _confirm_infeasible(cons: Constraints, name: str, E: np.ndarray | None = None) -> np.ndarray:
+    """Raise :class:`GraphSVMInfeasible` if an independent LP (and, with ``E``, an exact Farkas
+    certificate) confirms infeasibility; otherwise return the LP's feasible point, so that the caller can
+    solve the QP by the active-set iteration instead of trusting a wrong 'infeasible'."""
     n = cons.dominate.shape[1]
     # rows scaled to unit norm (zero rows kept as they are) and margins scaled alike: the LP's verdict
     # must not depend on the scale of E
@@ -138,9 +141,11 @@ def _confirm_infeasible(cons: Constraints, name: str, E: np.ndarray | None = Non
                   A_eq=cons.equal / np.where(cn > 0, cn, 1.0)[:, None] if len(cons.equal) else None,
                   b_eq=np.zeros(len(cons.equal)) if len(cons.equal) else None,
                   bounds=(None, None), method="highs")
+    if res.status == 0:
+        return np.asarray(res.x, dtype=float) / s
     if res.status != 2:
-        raise SolverError(f"Graph-SVM of {name}: Clarabel reports infeasible but the LP check "
-                          f"finds the constraints feasible (status {res.status}: {res.message})")
+        raise SolverError(f"Graph-SVM of {name}: Clarabel reports infeasible and the LP check could not "
+                          f"decide (status {res.status}: {res.message})")
     farkas = None
     if E is not None:
         try:
@@ -170,6 +175,8 @@ def graph_svm(problem: Problem, graphs: dict[int, TPG] | None = None, reachabili
     an = np.linalg.norm(cons.dominate, axis=1)
     if not an.all():  # a ⇒ row (e_i - e_j) e_k^T = 0 (e_i = e_j or e_k = 0): 0 >= 1 is infeasible
         _confirm_infeasible(cons, name, problem.E if exact else None)
+        raise SolverError(f"Graph-SVM of {name}: a ⇒ constraint row is zero, yet the LP check finds the "
+                          "constraints feasible")
     # The solver sees a scale-free problem: unit rows, margins s/||a_b|| with s = max ||a_b||, variable
     # ŵ = s w.  Same minimizer (||w||² = ||ŵ||²/s²); without it, E -> 2^-12 E (rows 6e-8, ||W|| 2e7)
     # made Clarabel report a feasible problem infeasible.
@@ -187,13 +194,18 @@ def graph_svm(problem: Problem, graphs: dict[int, TPG] | None = None, reachabili
             prob.solve(solver=cp.CLARABEL)
     except cp.SolverError as exc:
         raise SolverError(f"Graph-SVM of {name}: Clarabel failed ({exc})") from None
+    w0 = None
     if prob.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
-        _confirm_infeasible(cons, name, problem.E if exact else None)
+        # Stress (cond(E) 500 and 866, two nearly equal embeddings): Clarabel called feasible problems
+        # infeasible.  The LP's feasible point then seeds the active-set iteration below.
+        w0 = _confirm_infeasible(cons, name, problem.E if exact else None)
     if prob.status != cp.OPTIMAL:
         # Clarabel stopped short of optimality (stress: 'user_limit' even at 2000 iterations on a 9-variable
-        # problem with cond(E) = 23).  The primal-dual active-set iteration solves the same QP exactly from
-        # its last iterate (or from every ⇒ row active); only a certified KKT point is accepted.
-        w0 = np.asarray(w.value, dtype=float) / s if w.value is not None else np.zeros(d * d)
+        # problem with cond(E) = 23) or wrongly reported infeasibility.  The primal-dual active-set
+        # iteration solves the same QP exactly from its last iterate (or from every ⇒ row active); only a
+        # certified KKT point is accepted.
+        if w0 is None:
+            w0 = np.asarray(w.value, dtype=float) / s if w.value is not None else np.zeros(d * d)
         polished = _polish(w0, np.zeros(len(cons.dominate)), cons, max_iter=50)
         if polished is None:
             raise SolverError(f"Graph-SVM of {name}: Clarabel status {prob.status!r}, not optimal, and the "
