@@ -493,9 +493,11 @@ def test_certificate_rejects_perturbed_answer(dp, t, angle, seed):
 
 
 @pytest.mark.theorem("Theorem 2")
-# judged 300 of 300 derandomized draws; stress seed 2311001416 met one square-loss problem whose gradient at
-# R = 8 (4.8e-11) sits within 1.6e3 x of its float64 floor (7.7e-14, W's own rounding at eps R): not certifiable
-@pytest.mark.judged(floor=0.8)
+# Not judged: the problem strategy's rejected draws (stress seed 1945900688: 14 of 62) and, rarely, a radius
+# whose gradient float64 cannot resolve (stress seed 2311001416: a square-loss problem at R = 8, ||g|| = 4.8e-11
+# within 1.6e3 x of its floor 7.7e-14, W's own rounding at eps R; 0 of 300 further draws).  The floor is the
+# other Theorem 2 properties' (their measured shares: ci 81-93%, stress 87%).
+@pytest.mark.judged(floor=JUDGED_FLOOR)
 @settings(deadline=None, max_examples=scaled(6))
 @given(dp=drawn_problems(structures=NONZERO_SVM, loss=st.sampled_from(["ce", "square", "exp"]),
                          embedding_kinds=st.sampled_from(["orthonormal", "gaussian"])))
