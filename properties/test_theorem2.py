@@ -492,6 +492,44 @@ def test_certificate_rejects_perturbed_answer(dp, t, angle, seed):
         certify(sol.W * (1 + 1e-6), p, R)
 
 
+def _mp_kkt_residual(W, p, R):
+    """``(||g||, ||g + μ W||)`` with ``g = E^T (dL/dA) E`` at 40 digits (:func:`theory.exact.mp_score_gradient`)
+    and ``μ = -<g, W>/R²``, the float ``W`` taken as exact."""
+    import mpmath
+
+    from theory.exact import mp_score_gradient
+    from theory.losses import TokenData
+
+    with mpmath.workdps(40):
+        Em, Wm = mpmath.matrix(p.E.tolist()), mpmath.matrix(W.tolist())
+        A = Em * Wm * Em.T
+        G = mpmath.matrix(mp_score_gradient([[A[i, j] for j in range(p.K)] for i in range(p.K)],
+                                            TokenData.from_problem(p)))
+        g = Em.T * G * Em
+        mu = -mpmath.fsum(g[i, j] * Wm[i, j] for i in range(p.d) for j in range(p.d)) / mpmath.mpf(R) ** 2
+        return float(mpmath.mnorm(g, "f")), float(mpmath.mnorm(g + mu * Wm, "f"))
+
+
+def test_mp_kkt_check_rejects_a_rotated_answer():
+    """Calibration of the 40-digit KKT check above: on the stress seed 2311001416 problem (square loss), each
+    certified W̄_R passes it and the same W rotated 1e-4 rad along the sphere fails it at every radius."""
+    E = [[0.0744952, -0.20598548, -0.16276489, -0.96204368], [0.78525189, 0.49922472, -0.14198914, 0.33762882],
+         [0.2345147, -0.46185871, 0.81523912, -0.2589876], [-0.33693224, -0.81167999, 0.4661767, -0.10164414]]
+    C = [[0.53956143, -0.52914013, -0.69840116, -0.76621769], [1.70898992, -1.41738371, -1.09718516, 0.62144293],
+         [-0.17399546, 1.14687128, 1.75007235, -0.55512136], [1.01319426, -2.62208051, -1.4934058, 0.8925402]]
+    p = Problem.create(E, ((2, 2, 0), (2, 0), (1, 0), (1, 0)), (2, 0, 1, 1), "square", C)
+    rng = np.random.default_rng(0)
+    for s in regularization_path(p, np.geomspace(0.5, 8.0, 4)):
+        R, floor = s.certificate["R"], s.certificate["rounding_floor"]
+        ng, resid = _mp_kkt_residual(s.W, p, R)
+        assert resid <= KKT_TOL * ng + 2 * floor, f"R = {R:.3g}: certified answer refused ({resid:.2e})"
+        D = rng.normal(size=s.W.shape)
+        D -= np.sum(D * s.W) / R**2 * s.W
+        W_bad = np.cos(1e-4) * s.W + np.sin(1e-4) * R * D / np.linalg.norm(D)
+        ng, resid = _mp_kkt_residual(W_bad, p, R)
+        assert resid > KKT_TOL * ng + 2 * floor, f"R = {R:.3g}: a W 1e-4 rad off passed ({resid / ng:.2e})"
+
+
 @pytest.mark.theorem("Theorem 2")
 # Not judged: the problem strategy's rejected draws (stress seed 1945900688: 14 of 62) and, rarely, a radius
 # whose gradient float64 cannot resolve (stress seed 2311001416: a square-loss problem at R = 8, ||g|| = 4.8e-11
@@ -512,12 +550,17 @@ def test_local_path_is_certified_and_monotone(dp):
     except RoundingLevel:
         not_judged("a radius's gradient at float64 rounding level (not certifiable)")
     for s in path:
-        c = certify(s.W, p, s.certificate["R"])
-        # The boundary test is the module's: ||g + μW|| <= KKT_TOL ||g|| + floor.  The floor is not slack:
-        # W itself is rounded to eps R, which moves g by up to β eps R, so no float W attains less (stress
-        # seed 2311001416: ||g|| = 1e-10 at R = 8, residual 2e-16 = 2e-6 relative against a floor of 6e-14).
-        assert c["branch"] == "interior" or (
-            c["kkt_residual"] <= KKT_TOL * c["grad_norm"] + c["rounding_floor"]
-            and c["rounding_floor"] <= FLOOR_MAX * c["grad_norm"]), f"R = {c['R']:.3g}: {c}\n{describe(p)}"
+        c = certify(s.W, p, s.certificate["R"])  # raises unless the returned W is a certified KKT point
+        if c["branch"] == "interior":
+            continue
+        # Independently of the float gradient code: the KKT residual with the 40-digit gradient of this W.
+        # Bound: the certified float residual (<= KKT_TOL ||g|| + floor) plus the float gradient's own error,
+        # which the floor covers (ROUNDING eps Γ).  The floor is not slack: W itself is rounded to eps R,
+        # which moves g by up to β eps R, and no float W attains less (stress seed 2311001416: ||g|| = 1e-10
+        # at R = 8, residual 2e-16 = 2e-6 relative against a floor of 6e-14).
+        ng, resid = _mp_kkt_residual(s.W, p, c["R"])
+        assert c["rounding_floor"] <= FLOOR_MAX * ng and resid <= KKT_TOL * ng + 2 * c["rounding_floor"], (
+            f"R = {c['R']:.3g}: 40-digit ||g|| = {ng:.3e}, ||g + μW|| = {resid:.3e}; float certificate {c}\n"
+            f"{describe(p)}")
     losses = [s.loss for s in path]
     assert all(b <= a + 1e-10 for a, b in zip(losses, losses[1:])), f"loss increased along the path: {losses}"

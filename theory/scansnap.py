@@ -303,7 +303,7 @@ def sample_counts(rng: np.random.Generator, classes: SequenceClasses, batch: int
     labels = rng.choice(classes.K, size=batch, p=classes.weights)
     if math.isinf(T):
         return labels, classes.P[labels].astype(float)
-    counts = (count_rng or rng).multinomial(T - 1, classes.P[labels])
+    counts = (rng if count_rng is None else count_rng).multinomial(T - 1, classes.P[labels])
     return labels, counts.astype(float)
 
 
