@@ -20,7 +20,7 @@ from properties.search import assert_found_within
 from reports.record import record_metrics
 from properties.test_relaxations import SHAPES, ALL_SHAPES, svm_infeasible, theorem1_fails
 from properties.test_theorem1 import _wrong_direction, initial_weights, run_theorem1, theorem_problems
-from properties.test_theorem2 import (certified_path, direction_errors, direction_verdict, reversed_edge_svms)
+from properties.test_theorem2 import certified_path, direction_verdict, margins_for, reversed_edge_svms
 from strategies.problems import drawn_problems
 from strategies.relaxations import relaxed_cases
 from theory import criteria
@@ -103,7 +103,7 @@ def test_finds_theorem2_against_a_reversed_edge(random_seed):
         u = an.svm.W / an.svm.norm
         for V in reversed_edge_svms(p, an):
             if np.linalg.norm(V / np.linalg.norm(V) - u) >= MIN_DIR_GAP:
-                return not direction_verdict(radii, direction_errors(path, V))[0]
+                return not direction_verdict(path, an.space, V, margins_for(p, an))[0]
         return False
 
     found_within(drawn_problems(structures=NONZERO_SVM, max_condition=REGPATH_CONDITION), planted_fails,
