@@ -328,6 +328,35 @@ def test_stress_run_gets_a_seed_that_replays(tmp_path):
     assert len(first) == 20 and first == second
 
 
+def test_failure_replays_from_its_blob(tmp_path):
+    """A failing test's replay command (report card) carries its blob: run as printed, it executes the
+    shrunk failing example once and fails; a malformed blob or a selection of several Hypothesis tests
+    is a one-line usage error."""
+    done, run_dir = run_synthetic(tmp_path, "-n", "2", "--hypothesis-profile=stress", "-k", "breaks")
+    assert done.returncode == 1, done.stdout[-3000:]
+    run = generate.load_run(run_dir)
+    breaks = run["tests"]["test_synth.py::test_breaks"]
+    command = shlex.split(replay_command(run, "test_synth.py::test_breaks", breaks["reproduce_blob"]))
+    assert command[-1] == "--replay-blob=" + breaks["reproduce_blob"].lstrip("@"), command
+    assert "--replay-blob=reproduce_failure(" in (run_dir / "index.html").read_text(), "the card gives no blob replay"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("PYTEST_ADDOPTS", None)
+
+    def run_replay(*args):
+        return subprocess.run([sys.executable, *args, "--report-root", str(tmp_path / "reports")],
+                              capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+
+    replay = run_replay(*command[1:])
+    assert replay.returncode == 1 and "x=10" in replay.stdout, replay.stdout[-3000:]
+    again = generate.load_run((tmp_path / "reports" / "latest").resolve())["tests"]["test_synth.py::test_breaks"]
+    assert again["outcome"] == "failed" and again["records"]["inputs"] == [{"K": 10}], again["records"].get("inputs")
+    for bad in (["test_synth.py", "-p", "no:xdist", command[-1]],
+                ["test_synth.py::test_breaks", "-p", "no:xdist", "--replay-blob=not a blob!"]):
+        out = run_replay("-m", "pytest", *bad)
+        assert out.returncode == 4 and "--replay-blob" in out.stderr and "Traceback" not in out.stderr, \
+            (out.returncode, out.stderr[-2000:])
+
+
 def test_generation_failure_warns_but_keeps_the_result(tmp_path):
     (tmp_path / "conftest.py").write_text(SYNTH_CONFTEST + "\nimport reports.generate as g\n"
                                           "def _boom(*a, **k):\n    raise RuntimeError('synthetic breakage')\n"

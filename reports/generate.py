@@ -160,7 +160,7 @@ def build_context(run: dict, run_dir: Path) -> dict:
         t["anchor"] = f"t{i}"
         t["hyp"] = _hypothesis_summary(t.get("hypothesis") or [])
         t["failed"] = t.get("outcome") in FAILED
-        t["replay"] = replay_command(run, t["nodeid"])
+        t["replay"] = replay_command(run, t["nodeid"], t.get("reproduce_blob") if t["failed"] else None)
         inputs = rec.get("inputs") or []
         t["hists"], t["ranges"] = _input_charts(inputs)
         t["n_inputs"] = len(inputs)

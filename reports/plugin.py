@@ -56,6 +56,41 @@ def pytest_addoption(parser):
                     help="run folders kept under the report root, newest first (0: keep all)")
     group.addoption("--no-observations", action="store_true", default=False,
                     help="do not write Hypothesis's observations (JSON lines for Tyche) into the run folder")
+    group.addoption("--replay-blob", default=None, metavar="BLOB",
+                    help="replay one failing example of the one selected Hypothesis test: the "
+                         "@reproduce_failure(...) text a failing test prints (its card in the report gives the "
+                         "whole command); needs the Hypothesis version that printed it")
+
+
+# --------------------------------------------------------------------------------------------------
+# --replay-blob: Hypothesis's @reproduce_failure, from the command line
+# --------------------------------------------------------------------------------------------------
+_BLOB_ARG_RE = re.compile(r"""^\s*(?:@?reproduce_failure\(\s*['"]([^'"]+)['"]\s*,\s*)?b?['"]?([A-Za-z0-9+/=]+)['"]?\s*\)?\s*$""")
+
+
+def parse_blob(text: str) -> tuple[str, bytes]:
+    """``(version, blob)`` from ``@reproduce_failure('6.x', b'...')`` or the bare blob (this Hypothesis's version)."""
+    import hypothesis
+    m = _BLOB_ARG_RE.match(text)
+    if not m:
+        raise pytest.UsageError(f"--replay-blob: not a @reproduce_failure(...) text or blob: {text[:80]!r}")
+    return m.group(1) or hypothesis.__version__, m.group(2).encode()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    """Why a blob and not only the seed: the seed replays the draws, but the targeting phase follows
+    ``target()`` scores computed by solvers that are not bit-reproducible across processes, so a run's
+    later examples can differ (stress seed 3993101603 did not replay with the same code and version;
+    its blob did).  The blob is the example itself."""
+    text = config.getoption("replay_blob", None)
+    if not text:
+        return
+    version, blob = parse_blob(text)
+    tests = [it for it in items if getattr(getattr(it, "obj", None), "is_hypothesis_test", False)]
+    if len(tests) != 1:
+        raise pytest.UsageError(f"--replay-blob replays one Hypothesis test; {len(tests)} selected: give its node id")
+    tests[0].obj._hypothesis_internal_use_reproduce_failure = (version, blob)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -569,6 +604,9 @@ def rerun_command(run: dict) -> str:
     return shlex.join(["python", "-m", "pytest", *args, *hypothesis_args(run)])
 
 
-def replay_command(run: dict, nodeid: str) -> str:
-    """The one command that replays a single test, without xdist."""
-    return shlex.join(["python", "-m", "pytest", nodeid, "-p", "no:xdist", *hypothesis_args(run)])
+def replay_command(run: dict, nodeid: str, blob: str | None = None) -> str:
+    """The one command that replays a single test, without xdist: its failing example itself when the
+    failure printed a blob (see :func:`pytest_collection_modifyitems`), else the run's draws by seed."""
+    # One argument, without the '@': pytest reads an argument starting with '@' as a file of arguments.
+    extra = [f"--replay-blob={blob.lstrip('@')}"] if blob else []
+    return shlex.join(["python", "-m", "pytest", nodeid, "-p", "no:xdist", *hypothesis_args(run), *extra])
