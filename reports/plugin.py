@@ -79,10 +79,11 @@ def parse_blob(text: str) -> tuple[str, bytes]:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
-    """Why a blob and not only the seed: the seed replays the draws, but the targeting phase follows
-    ``target()`` scores computed by solvers that are not bit-reproducible across processes, so a run's
-    later examples can differ (stress seed 3993101603 did not replay with the same code and version;
-    its blob did).  The blob is the example itself."""
+    """Why a blob and not only the seed: a test run alone with a seed draws the same examples every time
+    (checked: two processes, 232 identical test cases), but in a full run its examples can also depend on
+    what ran before it in the same worker (stress seed 3993101603 failed in a full run and did not fail
+    again from its seed, alone or with the whole of its module under xdist; the mechanism is not pinned
+    down).  The blob is the failing example itself."""
     text = config.getoption("replay_blob", None)
     if not text:
         return
