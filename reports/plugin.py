@@ -79,11 +79,9 @@ def parse_blob(text: str) -> tuple[str, bytes]:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
-    """Why a blob and not only the seed: a test run alone with a seed draws the same examples every time
-    (checked: two processes, 232 identical test cases), but in a full run its examples can also depend on
-    what ran before it in the same worker (stress seed 3993101603 failed in a full run and did not fail
-    again from its seed, alone or with the whole of its module under xdist; the mechanism is not pinned
-    down).  The blob is the failing example itself."""
+    """The blob is the failing example itself: it runs once, where the seed re-runs the search (and
+    replays it only under the same code and Hypothesis version: a seed's draws also follow the constants
+    of the project's modules, all loaded up front by conftest's ``_import_project_modules``)."""
     text = config.getoption("replay_blob", None)
     if not text:
         return
