@@ -654,3 +654,17 @@ def test_local_path_is_certified_and_monotone(dp):
             f"{describe(p)}")
     losses = [s.loss for s in path]
     assert all(b <= a + 1e-10 for a, b in zip(losses, losses[1:])), f"loss increased along the path: {losses}"
+
+
+@pytest.mark.theorem("Theorem 2")
+def test_outward_direction_survives_the_lp_tolerance():
+    """Stress seed 1769151185: a cyclic SCC {1, 5, 3} forces three rows to gain exactly 0; HiGHS left one at
+    -1.1e-11 (inside its 1e-7 tolerance) and the rounding-level check refused the answer: "no outward
+    direction" while ||W^svm|| = 1.22.  The direction must be found, and L must fall along it."""
+    p = Problem.load("examples/outward_lp_tolerance.json")
+    assert analyze(p, finite=False).svm.norm > 0
+    D = outward_direction(p)
+    assert D is not None, "no outward direction, but the Graph-SVM is nonzero"
+    W = np.random.default_rng(0).normal(size=D.shape)
+    Ls = [loss_and_grad(W + s * D / np.linalg.norm(D), p)[0] for s in (0.0, 1.0, 2.0, 4.0)]
+    assert all(a > b for a, b in zip(Ls, Ls[1:])), f"loss along the outward direction: {Ls}"
