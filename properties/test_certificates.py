@@ -15,7 +15,7 @@ import pytest
 from hypothesis import event, given, note, settings
 from hypothesis import strategies as st
 
-from properties.helpers import describe, note_problem
+from properties.helpers import assert_close, describe, note_problem
 from properties.judging import not_judged, scaled
 from strategies.problems import MAX_CONDITION, problems, structures_of
 from strategies.relaxations import relaxed_cases
@@ -298,3 +298,36 @@ def test_runaway_point_with_a_small_gradient_is_not_certified():
     an = analyze(p, finite=False)
     with pytest.raises(NoFiniteMinimizer, match="keeps falling|flat to float64"):
         finite_component(p, an.graphs, an.space, loss="ce")
+
+
+def test_graph_svm_answer_is_the_exact_one_rounded():
+    """Stress-found (relabeling invariance, seed 3711556386): two embeddings 0.003 apart, ||W^svm|| = 2.9e5.
+    The float solve ends 1.27e-10 (relative) from the exact answer, as accurate as its KKT system allows,
+    and token scores E W E^T (O(1)) lost 1.5e-6 to the cancellation.  The answer is the exact W^svm rounded
+    (its distance is rounding), the solver's distance is reported, and relabeled tokens give the same matrix."""
+    p = Problem.load("examples/svm_float_solve_ill_conditioned.json")
+    sol = graph_svm(p)
+    c = sol.certificate
+    assert c["certificate"] == "exact" and c["solver_distance"] > DISTANCE_TOL, c
+    assert c["exact_distance"] <= 4 * np.finfo(float).eps, c
+    perm = list(range(p.K))[::-1]
+    other = graph_svm(p.relabel(perm))
+    assert np.array_equal(other.W, sol.W), np.abs(other.W - sol.W).max()
+    P = np.eye(p.K)[perm]
+    assert_close(p.relabel(perm).E @ other.W @ p.relabel(perm).E.T, P.T @ (p.E @ sol.W @ p.E.T) @ P, 1e-12,
+                 "E W^svm E^T after relabeling", p)
+
+
+def test_graph_svm_exact_active_set_when_the_float_one_stalls():
+    """Stress-found (relabeling invariance, seed 3711556386): Clarabel calls a feasible problem infeasible
+    (two embeddings 0.003 apart, ||W^svm|| = 1.25e5) and the float active-set iteration from the LP's
+    feasible point finds no KKT point.  The exact active-set loop, started from every ⇒ row, solves it;
+    the multipliers pass the independent Fractions KKT check."""
+    p = Problem.load("examples/svm_float_active_set_stalls.json")
+    sol = graph_svm(p)
+    assert sol.certificate["solver"].startswith("exact active set"), sol.certificate["solver"]
+    assert sol.certificate["certificate"] == "exact", sol.certificate
+    cons = constraints(p)
+    fails = check_kkt_with_fractions(p.E, cons, certify_exact(p.E, cons.equal_pairs, cons.dominate_pairs,
+                                                              sol.W, sol.duals).multipliers)
+    assert not fails, fails

@@ -96,8 +96,28 @@ class ExactSVM:
     multipliers: dict  # row index -> exact multiplier y_b (>= 0 on ⇒ rows)
     active: list  # ⇒ row indices active at the exact solution
     min_margin: flint.fmpq
-    distance: float  # ||W_float - W_exact||_F / ||W_exact||_F
+    distance: float  # ||W_float - W_exact||_F / ||W_exact||_F for the float answer given
     iterations: int
+
+    def rounded(self) -> np.ndarray:
+        """``W_exact`` rounded entry by entry to float64 (correctly rounded)."""
+        d = self.W.nrows()
+        return np.array([[float(Fraction(int(self.W[a, c].p), int(self.W[a, c].q))) for c in range(d)]
+                         for a in range(d)])
+
+
+def relative_distance(W_exact: flint.fmpq_mat, W_float: np.ndarray) -> float:
+    """``||W_float - W_exact||_F / ||W_exact||_F``, computed exactly (then rounded)."""
+    d = W_exact.nrows()
+    diff2 = flint.fmpq(0)
+    norm2 = flint.fmpq(0)
+    for a in range(d):
+        for c in range(d):
+            w = W_exact[a, c]
+            e = _to_fmpq(W_float[a, c]) - w
+            diff2 += e * e
+            norm2 += w * w
+    return float(np.sqrt(float(diff2 / norm2))) if norm2 != 0 else float(np.sqrt(float(diff2)))
 
 
 def _to_fmpq(x: float) -> flint.fmpq:
@@ -106,12 +126,13 @@ def _to_fmpq(x: float) -> flint.fmpq:
 
 
 def certify_exact(E: np.ndarray, equal_pairs: list, dominate_pairs: list, W_float: np.ndarray,
-                  duals: np.ndarray, name: str = "problem", max_iter: int = 50) -> ExactSVM:
+                  duals: np.ndarray, name: str = "problem", max_iter: int = 50,
+                  max_distance: float = DISTANCE_TOL) -> ExactSVM:
     """Exact KKT certificate of the Graph-SVM for the float data ``E`` (see the module docstring).
 
     ``duals`` are the float multipliers of the ``⇒`` rows (their support seeds the active set).
     Raises :class:`ExactCertificateError` when the exact conditions fail or the float answer is more than
-    ``DISTANCE_TOL`` (relative) away from the exact one.
+    ``max_distance`` (relative) away from the exact one.
     """
     D, E_int = _dyadic_scale(E)
     neq, nin = len(equal_pairs), len(dominate_pairs)
@@ -164,19 +185,11 @@ def certify_exact(E: np.ndarray, equal_pairs: list, dominate_pairs: list, W_floa
             for c in range(d):
                 Wq[a, c] += zb * u[a] * v[c]
     Wq = Wq * flint.fmpq(D * D, 1)
-    diff2 = flint.fmpq(0)
-    norm2 = flint.fmpq(0)
-    for a in range(d):
-        for c in range(d):
-            w = Wq[a, c]
-            e = _to_fmpq(W_float[a, c]) - w
-            diff2 += e * e
-            norm2 += w * w
-    distance = float(np.sqrt(float(diff2 / norm2))) if norm2 != 0 else float(np.sqrt(float(diff2)))
+    distance = relative_distance(Wq, W_float)
     min_margin = min((margins[r, 0] for r in dom_rows), default=flint.fmpq(1))
-    if distance > DISTANCE_TOL:
+    if distance > max_distance:
         raise ExactCertificateError(f"Graph-SVM of {name}: float answer {distance:.2e} (relative) from the exact "
-                                    f"one (allowed {DISTANCE_TOL:g})")
+                                    f"one (allowed {max_distance:g})")
     multipliers = {r: zs[r] * flint.fmpq(D**4, 1) for r in zs}
     return ExactSVM(Wq, multipliers, [r - neq for r in basis if r >= neq], min_margin, distance, it)
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from fractions import Fraction
 
 import cvxpy as cp
 import numpy as np
 from scipy.optimize import linprog
 
-from theory.exact import ExactCertificateError, certify_exact, certify_infeasible_exact
+from theory.exact import (DISTANCE_TOL, ExactCertificateError, certify_exact, certify_infeasible_exact,
+                          relative_distance)
 from theory.graphs import TPG, token_priority_graphs
 from theory.problem import Problem
 
@@ -207,12 +209,16 @@ def graph_svm(problem: Problem, graphs: dict[int, TPG] | None = None, reachabili
         if w0 is None:
             w0 = np.asarray(w.value, dtype=float) / s if w.value is not None else np.zeros(d * d)
         polished = _polish(w0, np.zeros(len(cons.dominate)), cons, max_iter=50)
+        solver = f"active set (Clarabel {prob.status!r})"
+        if polished is None and exact:
+            polished = _exact_active_set(problem.E, cons, w0, name)
+            solver = f"exact active set (Clarabel {prob.status!r})"
         if polished is None:
             raise SolverError(f"Graph-SVM of {name}: Clarabel status {prob.status!r}, not optimal, and the "
                               "active-set iteration found no KKT point")
         wv, lam, mu = polished
         cert = certify(wv, lam, mu, cons, name)
-        cert["solver"] = f"active set (Clarabel {prob.status!r})"
+        cert["solver"] = solver
     else:
         # back to the original rows: w = ŵ/s, λ_b = λ̂_b/(s ||a_b||), μ_e = μ̂_e/(s ||c_e||)
         wv = np.asarray(w.value) / s
@@ -231,12 +237,55 @@ def graph_svm(problem: Problem, graphs: dict[int, TPG] | None = None, reachabili
     if exact:
         seed = lam if polished is not None else np.where(_relative(wv, lam, mu, cons)[3] > 1e-6, lam, 0.0)
         try:
-            ex = certify_exact(problem.E, cons.equal_pairs, cons.dominate_pairs, wv.reshape(d, d), seed, name)
+            ex = certify_exact(problem.E, cons.equal_pairs, cons.dominate_pairs, wv.reshape(d, d), seed, name,
+                               max_distance=np.inf)
         except ExactCertificateError as exc:
             raise SolverError(str(exc)) from None
-        cert.update(certificate="exact", exact_distance=ex.distance, exact_min_margin=float(ex.min_margin),
-                    exact_active=len(ex.active), exact_iterations=ex.iterations)
+        # The answer is the exact W^svm rounded to float64.  The float solve is only as accurate as its KKT
+        # system is conditioned: stress seed 3711556386 (two embeddings 0.003 apart) left it 1.27e-10 from
+        # the exact answer, and token scores E W E^T, O(1) while ||W|| is large, lost 1.5e-6 to the
+        # cancellation.  The solver's own distance is kept as ``solver_distance``.
+        rounded = ex.rounded()
+        distance = relative_distance(ex.W, rounded)
+        if distance > DISTANCE_TOL:
+            raise SolverError(f"Graph-SVM of {name}: the exact answer rounded to float64 is {distance:.2e} "
+                              f"(relative) from it (allowed {DISTANCE_TOL:g})")
+        wv = rounded.ravel()
+        lam, _ = _exact_multipliers(ex, cons)
+        cert.update(certificate="exact", exact_distance=distance, solver_distance=ex.distance,
+                    exact_min_margin=float(ex.min_margin), exact_active=len(ex.active),
+                    exact_iterations=ex.iterations)
     return SVMSolution(wv.reshape(d, d), cons.dominate @ wv, lam, cert)
+
+
+def _exact_multipliers(ex, cons: Constraints) -> tuple[np.ndarray, np.ndarray]:
+    """(λ on the ⇒ rows, μ on the equality rows) of an exact answer, in :func:`certify`'s signs."""
+    lam, mu = np.zeros(len(cons.dominate)), np.zeros(len(cons.equal))
+    for r, y in ex.multipliers.items():
+        v = float(Fraction(int(y.p), int(y.q)))
+        if r >= len(cons.equal):
+            lam[r - len(cons.equal)] = v
+        else:
+            mu[r] = -v  # W = Σ y r over both kinds; certify writes W = Σ λ r_b - Σ μ r_e
+    return lam, mu
+
+
+def _exact_active_set(E, cons: Constraints, w0, name: str):
+    """The exact active-set loop of :func:`theory.exact.certify_exact` started from every ``⇒`` row, for when
+    the float active-set iteration finds no KKT point (stress seed 3711556386: Clarabel called a feasible
+    problem with two embeddings 0.003 apart infeasible, and the float iteration from the LP's feasible
+    point stalled on the ill-conditioned rows).  ``(w, λ, μ)`` from the exact answer rounded, or None."""
+    if not len(cons.dominate):
+        return None
+    d = E.shape[1]
+    try:
+        ex = certify_exact(E, cons.equal_pairs, cons.dominate_pairs, np.asarray(w0, float).reshape(d, d),
+                           np.ones(len(cons.dominate)), name, max_iter=50 + 4 * len(cons.dominate),
+                           max_distance=np.inf)
+    except ExactCertificateError:
+        return None
+    lam, mu = _exact_multipliers(ex, cons)
+    return ex.rounded().ravel(), lam, mu
 
 
 def _polish(w, lam, cons: Constraints, max_iter: int = 20):
