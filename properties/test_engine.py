@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from properties.judging import scaled
 from reports.record import record_inputs
-from theory.engine import gd_batch, gd_compiled
+from theory.engine import EXP_FLOOR, Packed, gd_batch, gd_compiled, vector_exp
 from theory.losses import TokenData, loss_and_grad_scores
 from theory.problem import LOSSES, Problem
 from theory.training import gd_numpy, run_gd
@@ -207,29 +207,33 @@ def test_compiled_matches_numpy_reference(run):
 # The three update paths of (M G M)_P agree (each forced on the same small problems)
 # ------------------------------------------------------------------------------------------------
 class _forced_update:
-    """Force the engine's update path: ``kmat`` (P x P mat-vec), ``sparse`` (pair lists) or ``block``
-    (dense U x Q block by BLAS; chosen automatically only for P > DENSE_MAX_P filling the block)."""
+    """Force the engine's update path: ``kmat`` (P x P mat-vec), ``sparse`` (pair lists), ``block``
+    (dense U x Q block by BLAS; chosen automatically only for P > DENSE_MAX_P filling the block) with the
+    gradient through the entry lists, or ``block-dense-gradient`` (the -log gradient under Assumption 1 as
+    dense rows, with the vectorized exp: what large problems use)."""
 
-    SETTINGS = {"kmat": (10**9, 2.0), "sparse": (-1, 2.0), "block": (-1, 0.0)}
+    SETTINGS = {"kmat": (10**9, 2.0, 2.0), "sparse": (-1, 2.0, 2.0), "block": (-1, 0.0, np.inf),
+                "block-dense-gradient": (-1, 0.0, 0.0)}
 
     def __init__(self, mode):
         self.values = self.SETTINGS[mode]
 
     def __enter__(self):
         import theory.engine as eng
-        self.saved = eng.DENSE_MAX_P, eng.BLOCK_MIN_FILL
-        eng.DENSE_MAX_P, eng.BLOCK_MIN_FILL = self.values
+        self.saved = eng.DENSE_MAX_P, eng.BLOCK_MIN_FILL, eng.GRAD_MIN_FILL
+        eng.DENSE_MAX_P, eng.BLOCK_MIN_FILL, eng.GRAD_MIN_FILL = self.values
 
     def __exit__(self, *exc):
         import theory.engine as eng
-        eng.DENSE_MAX_P, eng.BLOCK_MIN_FILL = self.saved
+        eng.DENSE_MAX_P, eng.BLOCK_MIN_FILL, eng.GRAD_MIN_FILL = self.saved
 
 
 @settings(deadline=None)
 @given(runs())
 def test_update_paths_match_numpy_reference(run):
-    """The sparse, P x P and dense-block (BLAS) forms of the update each give the numpy reference's
-    B(tau) and L(tau) to 1e-10 (the block path is what large problems, P > 48, use)."""
+    """The sparse, P x P and dense-block (BLAS) forms of the update, and the dense form of the -log
+    gradient, each give the numpy reference's B(tau) and L(tau) to 1e-10 (the block path with the dense
+    gradient is what large problems, P > 48, use)."""
     problem, W0, normalized, eta, cps = run
     data = TokenData.from_problem(problem)
     M = problem.gram
@@ -237,8 +241,11 @@ def test_update_paths_match_numpy_reference(run):
     if not _well_posed(A0, data, M, eta, cps, normalized):
         normalized = False
     ref, err = _numpy_or_error(A0, data, M, eta, cps, normalized)
-    for mode in ("kmat", "sparse", "block"):
+    for mode in _forced_update.SETTINGS:
         with _forced_update(mode):
+            used = Packed(A0, data, M).ints
+            if mode == "block-dense-gradient" and currently_in_test_context():
+                event(f"dense gradient used: {bool(used[8])}")
             if err is not None:
                 with pytest.raises(FloatingPointError) as info:
                     gd_compiled(A0, data, M, eta, cps, normalized)
@@ -246,6 +253,56 @@ def test_update_paths_match_numpy_reference(run):
                 continue
             _check_run(f"{mode} update", lambda A, c: gd_compiled(A, data, M, eta, c, normalized),
                        A0, data, M, eta, cps, normalized, problem, ref)
+
+
+def _ulps(got, want):
+    """|got - want| in units of want's last place (0 where both are 0)."""
+    return np.where(want == 0, np.where(got == 0, 0.0, np.inf), np.abs(got - want) / np.spacing(np.abs(want)))
+
+
+@settings(deadline=None)
+@given(st.lists(st.floats(min_value=-800.0, max_value=0.0), min_size=1, max_size=40).map(np.array))
+def test_vector_exp_within_one_ulp_of_libm(x):
+    """The dense-gradient path's exp is libm's exp to 1 ulp above EXP_FLOOR and exactly 0 at or below it,
+    as the other paths take it."""
+    want = np.where(x > EXP_FLOOR, np.exp(x), 0.0)
+    got = vector_exp(x)
+    worst = _ulps(got, want)
+    assert worst.max() <= 1.0, f"x = {x[worst.argmax()]!r}: got {got[worst.argmax()]!r}, libm {want[worst.argmax()]!r}"
+
+
+def test_vector_exp_on_a_grid_of_its_range():
+    """A million points over (EXP_FLOOR - 1, 0], the range ends and the points where the range reduction
+    changes k (odd multiples of ln2 / 2) and their neighbours: within 1 ulp of libm."""
+    half = np.log(2.0) / 2 * np.arange(-2043, 1, 2)
+    x = np.concatenate([np.linspace(EXP_FLOOR - 1.0, 0.0, 10**6), [EXP_FLOOR, np.nextafter(EXP_FLOOR, 0), -0.0,
+                        -5e-324, -1e-300], half, np.nextafter(half, 0), np.nextafter(half, -np.inf)])
+    x = x[x <= 0]
+    want = np.where(x > EXP_FLOOR, np.exp(x), 0.0)
+    worst = _ulps(vector_exp(x), want)
+    assert worst.max() <= 1.0, f"x = {x[worst.argmax()]!r}: {worst.max()} ulp from libm"
+
+
+def test_large_problems_use_the_dense_gradient_and_match_the_reference():
+    """A problem of the benchmark's shape (unit-norm Gaussian embeddings, T distinct tokens per sample)
+    above DENSE_MAX_P pairs is run on the dense block with the dense -log gradient, and its trajectory
+    equals the numpy reference's to 1e-10, plain and normalized."""
+    rng = np.random.default_rng(7)
+    K, d, n, T = 20, 32, 64, 12
+    E = rng.normal(size=(K, d))
+    E /= np.linalg.norm(E, axis=1, keepdims=True)
+    seqs = [list(rng.choice(K, size=T, replace=False)) for _ in range(n)]
+    problem = Problem.create(E, seqs, [int(rng.choice(s)) for s in seqs], "log")
+    data = TokenData.from_problem(problem)
+    M = problem.gram
+    A0 = E @ (0.01 * rng.normal(size=(d, d))) @ E.T
+    ints = Packed(A0, data, M).ints
+    assert (ints[0], ints[7], ints[8]) == (ints[0], 2, 1) and ints[0] > 48, f"P = {ints[0]}, mode {ints[7]}, dense {ints[8]}"
+    cps = np.array([0, 10, 100, 300])
+    for normalized in (False, True):
+        ref = gd_numpy(A0, data, M, 0.1, cps, normalized)
+        _check_run(f"dense gradient, normalized={normalized}", lambda A, c: gd_compiled(A, data, M, 0.1, c, normalized),
+                   A0, data, M, 0.1, cps, normalized, problem, ref)
 
 
 # ------------------------------------------------------------------------------------------------
