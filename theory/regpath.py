@@ -16,7 +16,10 @@ Solvers.
   most :data:`POLISH_STEPS` Riemannian Newton steps on the sphere ``||θ|| = R`` (or damped Newton
   inside the ball when the constraint is slack): at large R the loss is ``O(e^{-margin})`` and the
   solver's absolute tolerances no longer resolve the direction of the gradient, which the KKT
-  certificate needs to 1e-6.  By convexity a certified KKT point is the global minimizer.
+  certificate needs to 1e-6.  The polish goes on to the gradient's float64 floor (usually one more
+  Newton step), so that ``certificate["error_bound"]`` (:func:`position_error_bound`: how far the
+  answer can be from the exact ``W̄_R``) is as small as float64 allows.  By convexity a certified KKT
+  point is the global minimizer.
   Clarabel's answer is used only when its status is ``optimal``.  Otherwise (``optimal_inaccurate``
   happens at large R with ill-conditioned embeddings) it is discarded and the previous radius's
   certified point, rescaled to the new sphere, is polished instead (SLSQP from ``-R g(0)/||g(0)||`` at
@@ -371,7 +374,10 @@ def _polish(f: _Objective, theta: np.ndarray, R: float, steps: int = POLISH_STEP
         m = merit(theta, g)
         # Inside the ball a small gradient along which the loss still falls outward (mu > 0) is no stopping
         # point: the certificate refuses it, and with no interior minimizer Newton must walk to the sphere.
-        if boundary and m <= 1e-2 * KKT_TOL * np.linalg.norm(g) + floor(theta) \
+        # On the sphere, polish to float64's resolution, not to the certificate's tolerance: two calls that
+        # stopped anywhere below 1% of KKT_TOL differed by 1.4e-9 relative where Newton's next step reaches
+        # the floor (stress seed 2512207974: relative residuals 8e-9 and 1e-13 at R = 45, mu = 4e-7).
+        if boundary and m <= floor(theta) \
                 or not boundary and m <= 1e-2 * GRAD_TOL and g @ theta >= 0:
             return theta, it
         if not boundary:
@@ -402,6 +408,29 @@ def _polish(f: _Objective, theta: np.ndarray, R: float, steps: int = POLISH_STEP
             return theta, it
         theta, L, g = cand, L_new, g_new
     return theta, steps
+
+
+def position_error_bound(f: _Objective, theta: np.ndarray, cert: dict) -> float:
+    """A-posteriori bound on ``||W - W̄_R||_F`` for a certified point: its first-order residual plus the
+    gradient's float64 floor, divided by the smallest curvature of the problem at the point.
+
+    Boundary: the residual is the Riemannian gradient ``g + μθ`` on the sphere ``||θ|| = R`` and the
+    curvature is the smallest eigenvalue of the Riemannian Hessian ``Qᵀ(H + μI)Q`` (``Q`` a basis of the
+    tangent space); interior: ``||g||`` and ``λ_min(H)``.  For a function strongly convex with modulus
+    ``λ`` near the optimum, ``dist <= ||grad|| / λ`` (first order, as :func:`theory.finite.error_bound`);
+    the floor enters because the float64 gradient can be off by that much, so a point whose gradient is
+    at the floor is only known to within ``floor / λ`` of the optimum.  ``inf`` without positive
+    curvature (a saddle or a flat direction: the position is not resolved)."""
+    H = f.hessian(theta)
+    floor = cert["rounding_floor"]
+    if cert["branch"] == "boundary":
+        Q = np.linalg.svd(theta[:, None], full_matrices=True)[0][:, 1:]
+        lam = float(np.linalg.eigvalsh(Q.T @ (H + cert["mu"] * np.eye(len(theta))) @ Q).min(initial=np.inf))
+        resid = cert["kkt_residual"]
+    else:
+        lam = float(np.linalg.eigvalsh(H).min(initial=np.inf))
+        resid = cert["grad_norm"]
+    return (resid + floor) / lam if lam > 0 else float("inf")
 
 
 def regularization_path(problem: Problem, radii, name: str = "problem",
@@ -463,7 +492,7 @@ def regularization_path(problem: Problem, radii, name: str = "problem",
                 continue
             solver = ("clarabel" if i == 0 and convex and note["clarabel_status"] == cp.OPTIMAL else
                       "newton continuation from the previous radius" if convex else "slsqp (local)")
-            cert.update(solver=solver, polish_steps=used, **note)
+            cert.update(solver=solver, polish_steps=used, error_bound=position_error_bound(f, th, cert), **note)
             break
         else:
             # Last resort, still judged by the certificate: a fresh local solve from the steepest-descent
@@ -476,7 +505,8 @@ def regularization_path(problem: Problem, radii, name: str = "problem",
                 raise
             except SolverError:
                 raise SolverError(failures[0]) from None  # the best start's failure (Clarabel's, when convex)
-            cert.update(solver="slsqp from the descent start (fallback)", polish_steps=used, **note)
+            cert.update(solver="slsqp from the descent start (fallback)", polish_steps=used,
+                        error_bound=position_error_bound(f, th, cert), **note)
         theta, prev_R = th, R
         out.append(RegPathSolution(R, W, cert["loss"], cert, th))
     return out
