@@ -25,10 +25,22 @@ reach ``τ >= 10⁴ τ₀`` so that all three lie in the asymptotic regime):
    ``tan θ · ln(τ/τ₀) <= DIRECTION_RATE``; a wrong limit direction keeps ``tan θ`` constant, so the product
    grows with the budget.  ``A`` depends on the problem: in an escalated verdict a product up to
    ``DIRECTION_RATE_ESCALATED`` is judged by its trend over the escalation (:func:`direction_trend`).
-   The raw correlation must also not fall over the last decade.
-3. *finite part* -- ``||Π_{S_fin} W(τ) - W^fin|| <= FINITE_MAX · max(1, ||W^fin||)`` and it shrank by at least
-   ``FINITE_DECAY`` over the last decade (the attention leak outside the top SCC is ``~1/τ``, and L̃ is strongly
-   convex on S_fin), unless already below ``FINITE_FLOOR``.
+   The raw correlation is reported, not judged: it need not rise monotonically.  When a ``⇒`` row is
+   tight in ``W^svm`` with a zero multiplier (strict complementarity fails: the degenerate case of
+   Soudry et al. 2018), ``ρ`` drifts like ``log log τ`` from an offset and ``||ρ||/c`` can grow for
+   decades.  Measured (stress seed 2512207974, K = 3, two embeddings at cosine 0.966, duals (22.4, 0,
+   22.4) on three tight rows): the correlation fell from 0.99534 at 10³ steps to 0.995093 at 5.6·10⁵
+   and rose again to 0.995113 at 10⁷ while the direction rate stayed at 1.1-1.3 and the finite error
+   fell 10x per decade; the check "must not fall" rejected this valid run at both budgets.  A wrong
+   limit direction is caught by point 2 at any budget.
+3. *finite part* -- ``||Π_{S_fin} W(τ) - W^fin|| <= FINITE_MAX · max(1, ||W^fin||)`` and it is at most
+   ``FINITE_DECAY`` times its largest value over the decade before (checkpoints in ``[τ/100, τ/10]``; the
+   attention leak outside the top SCC is ``~1/τ``, and L̃ is strongly convex on S_fin), unless already below
+   ``FINITE_FLOOR``.  The largest value, not the value at ``τ/10``: the error can approach 0 from one side,
+   cross and return from the other (stress seed 2824523862, dim S_fin = 1: 1.2e-5 at 10⁴ steps at the
+   crossing, 3.6e-5 at 2.4·10⁴, then 10x smaller per decade), and a single point next to the crossing
+   made a converging run look like a stalled one.  A stalled or wrong finite part keeps its error over
+   the whole window and still fails.
 4. *hard retrieval* -- every sample's top SCC holds at least ``MASS_MIN`` of its attention, and the leak
    ``1 - mass`` shrank over the last decade.
 
@@ -163,7 +175,8 @@ def theorem1(traj, analysis, earlier: Verdict | None = None) -> Verdict:
     g1, g0 = coef(end) - coef(mid), coef(mid) - coef(early)
     ratio = g1 / g0 if g0 > 0 else float("inf") if g1 > 0 else 0.0
     m = {"steps": end.step, "correlation": corr(end), "incremental_correlation": inc, "growth": g1,
-         "growth_ratio": ratio, "finite_error": fin_err(end), "finite_error_prev": fin_err(mid),
+         "growth_ratio": ratio, "finite_error": fin_err(end),
+         "finite_error_prev": max(fin_err(c) for c in traj.checkpoints if early.step <= c.step <= mid.step),
          "top_scc_mass": end.top_scc_mass, "norm": end.norm}
     fails = []
     if not (g1 > 0 and GROWTH_LO <= ratio <= GROWTH_HI):
@@ -183,15 +196,14 @@ def theorem1(traj, analysis, earlier: Verdict | None = None) -> Verdict:
     if not direction_ok:
         fails.append(f"incremental direction corr(W(τ)-W(τ/10), W^svm) = {inc:.4f}: its tangent x ln(τ/τ₀) = "
                      f"{rate:.3g} {why}")
-    if corr(end) < corr(mid) - 1e-9:
-        fails.append(f"correlation fell over the last decade ({corr(mid):.4f} -> {corr(end):.4f})")
     fin_scale = max(1.0, float(np.linalg.norm(Wfin)))
     m["finite_scale"] = fin_scale
     fe, fe_prev = m["finite_error"], m["finite_error_prev"]
     if fe > FINITE_MAX * fin_scale:
         fails.append(f"finite error ||Π_S W - W^fin|| = {fe:.3g} > {FINITE_MAX * fin_scale:.3g}")
     elif fe > FINITE_FLOOR and fe > FINITE_DECAY * fe_prev:
-        fails.append(f"finite error not shrinking ({fe_prev:.3g} -> {fe:.3g} over the last decade)")
+        fails.append(f"finite error not shrinking ({fe:.3g} at the end, {fe_prev:.3g} at most over the decade "
+                     f"before)")
     leak, leak_prev = 1 - end.top_scc_mass, 1 - mid.top_scc_mass
     if end.top_scc_mass < MASS_MIN or leak > leak_prev + 1e-12:
         fails.append(f"top-SCC attention {end.top_scc_mass:.4f} (needs >= {MASS_MIN} and a shrinking leak, "
