@@ -4,7 +4,9 @@
   T-dependent tolerance, and its finite-T part (same classes per batch) shrinks at least like 1/sqrt(T); the discrete limit agrees with the ODE;
 * gradients (Lemma 1) match central finite differences; the per-class sparse path matches the dense one;
 * the tied decoder (Lemma 3) coincides with the free one while Z is frozen;
-* the integrator's step-halving check accepts accurate runs and raises on inaccurate ones;
+* the integrator's step-halving check accepts accurate runs and raises on inaccurate ones; the distinct-token
+  entropy's certified error covers the entropy's actual integration error and is attained, within its factor
+  2, by a worst-case perturbation of ``Z``;
 * the compiled integrator and population GD (numba) agree with the numpy reference to 1e-10 relative;
 * the strategies generate what they promise; invalid parameters raise ValueError.
 
@@ -23,9 +25,9 @@ from hypothesis import strategies as st
 
 from reports.record import record_inputs, record_metrics
 from strategies.scansnap import probabilities, sequence_classes, single_common_classes, weak_correlation
-from theory.scansnap import (IntegrationError, ScanSnapError, forward_grads, forward_grads_by_class, integrate,
-                             make_classes, population_gd, population_loss_grads, sample_counts, syn_layout,
-                             train_sgd)
+from theory.scansnap import (IntegrationError, c_limit, ScanSnapError, forward_grads, forward_grads_by_class, integrate,
+                             make_classes, mean_distinct_entropy, mean_distinct_entropy_error, population_gd,
+                             population_loss_grads, sample_counts, snap_time_estimate, syn_layout, train_sgd)
 
 pytestmark = pytest.mark.theorem("Scan and Snap")
 FEW = max(2, settings.default.max_examples // 3)
@@ -166,6 +168,47 @@ def test_integrator_error_check_is_honest_and_raises():
     assert err <= 10 * (1e-8 + 1e-6 * np.max(np.abs(ref.Z)))
     with pytest.raises(IntegrationError, match="step-halving"):
         integrate(classes, 200.0, eta_y=3.0, eta_z=1.0, steps_per_unit=1, max_halvings=0, rtol=1e-12, atol=1e-14)
+
+
+@settings(deadline=None, max_examples=FEW)
+@given(classes=sequence_classes(classes=st.integers(2, 3), distinct=st.integers(2, 4), common=st.integers(1, 3),
+                                common_everywhere=st.just(True)),
+       eta_y=st.sampled_from([1.0, 4.0]))
+def test_entropy_error_bound_covers_the_integration_error(classes, eta_y):
+    """The Theorem 4 rate comparison trusts ``mean_distinct_entropy_error``: the entropy from the accepted
+    (rtol 1e-6) run must be within that bound of the entropy from a 1e-10 run."""
+    t_end = 300 * snap_time_estimate(classes, 1.0)
+    tr = integrate(classes, t_end, eta_y=eta_y, eta_z=1.0, decoder="tied", n_eval=4, rtol=1e-6, atol=1e-8)
+    ref = integrate(classes, t_end, eta_y=eta_y, eta_z=1.0, decoder="tied", n_eval=4, rtol=1e-10, atol=1e-12,
+                    max_halvings=8, steps_per_unit=1024)
+    err = abs(mean_distinct_entropy(tr.c(), classes) - mean_distinct_entropy(ref.c(), classes))
+    bound = mean_distinct_entropy_error(tr.Z[-1], classes, rtol=1e-6, atol=1e-8)
+    bound_ref = mean_distinct_entropy_error(ref.Z[-1], classes, rtol=1e-10, atol=1e-12)
+    record_inputs(M=classes.M, classes=classes.K, eta_y=eta_y)
+    record_metrics(entropy_error=err, bound=bound)
+    assert err <= bound + bound_ref, f"entropy error {err:.3g} above its certified bound {bound:.3g}"
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 5.0])
+def test_entropy_error_bound_is_attained_by_a_worst_case_perturbation(scale):
+    """One query per class, so each class's logits can be moved by ``atol + rtol |z|`` against the sign of
+    ``dH/dz``: the entropy then moves by the first-order bound, i.e. half the returned (doubled) bound."""
+    classes = syn_layout(n_queries=2, per_query=1, n_common=2, n_distinct=4)
+    rng = np.random.default_rng(7)
+    Z = scale * rng.standard_normal((classes.M, classes.M))
+    rtol, atol = 1e-6, 1e-8
+    bound = mean_distinct_entropy_error(Z, classes, rtol=rtol, atol=atol)
+    Zp = Z.copy()
+    for n in range(classes.K):
+        m, dist = classes.query[n], classes.distinct_tokens(n)
+        p = c_limit(Z, classes)[n, dist]
+        p = p / p.sum()
+        dH = -p * (np.log(p) + (-(p * np.log(p)).sum()))
+        Zp[m, dist] += np.sign(dH) * (atol + rtol * np.abs(Z[m, dist]))
+    moved = mean_distinct_entropy(c_limit(Zp, classes), classes) - mean_distinct_entropy(c_limit(Z, classes), classes)
+    record_metrics(moved=moved, bound=bound)
+    assert 0 < moved <= bound, (moved, bound)
+    assert moved >= bound / 2.2, f"bound {bound:.3g} is loose: a worst-case perturbation moved H by {moved:.3g}"
 
 
 @settings(deadline=None, max_examples=FEW)     # the numpy reference is the slow side (~0.3 s a run)

@@ -616,6 +616,33 @@ def mean_distinct_entropy(C: np.ndarray, classes: SequenceClasses) -> float:
     return float(np.mean(vals)) if vals else 0.0
 
 
+def mean_distinct_entropy_error(Z: np.ndarray, classes: SequenceClasses, *, rtol: float, atol: float) -> float:
+    """Bound on the error of ``mean_distinct_entropy(c_limit(Z))`` when every entry of ``Z`` may be off by
+    ``atol + rtol |Z|`` (what :func:`integrate` accepts).
+
+    Over class ``n``'s distinct tokens the renormalized attention is ``p_l ∝ P(l|n) e^{z_{ml}}`` (the common
+    tokens cancel), so ``dH_n/dz_l = -p_l (ln p_l + H_n)`` and to first order
+    ``|ΔH_n| <= Σ_l p_l |ln p_l + H_n| ε_l``.  The second-order term is below ``ε² max (ln p + H)²``; the
+    returned bound doubles the first-order one, which covers it while ``ε max |ln p + H| <= 0.1`` (else
+    ``inf``: the tolerance is too coarse to resolve the entropy at all)."""
+    out = []
+    for n in range(classes.K):
+        dist = classes.distinct_tokens(n)
+        if len(dist) == 0:
+            continue
+        z = Z[classes.query[n], dist]
+        eps = atol + rtol * np.abs(z)
+        p = c_limit(Z, classes)[n, dist]
+        keep = p > 0
+        p, eps = p[keep] / p[keep].sum(), eps[keep]
+        H = -(p * np.log(p)).sum()
+        lever = np.abs(np.log(p) + H)
+        if float(np.max(eps * lever, initial=0.0)) > 0.1:
+            return math.inf
+        out.append(2.0 * float((p * lever * eps).sum()))
+    return float(np.mean(out)) if out else 0.0
+
+
 def snap_time_estimate(classes: SequenceClasses, eta_y: float) -> float:
     """The paper's order-of-magnitude transition time ``t_0 ≈ 2 K ln M / eta_Y`` (Theorem 1(b), Theorem 4)."""
     return 2.0 * classes.K * math.log(classes.M) / eta_y
