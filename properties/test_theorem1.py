@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from properties.helpers import assert_close, assert_verdict, describe, note_problem
 from properties.judging import aim, not_judged, scaled
+from reports.record import record_metrics
 from strategies import trainable_problems
 from theory import criteria
 from theory.analysis import analyze
@@ -41,12 +42,14 @@ def run_theorem1(problem, W0, fraction):
     """``(analysis, trajectory)`` at Theorem 1's budget (not judged when it exceeds MAX_STEPS)."""
     an = analyze(problem)
     eta = fraction * safe_step(problem)
-    need = 10**criteria.DECADES * criteria.time_unit(an.svm.norm, eta, criteria.adverse_gap(an, W0))
+    gap = criteria.start_gap(an, W0)
+    need = 10**criteria.DECADES * criteria.time_unit(an.svm.norm, eta, gap)
     # Judged only where the finite budget reaches the asymptotic regime (10^4 time units within
-    # MAX_STEPS); rare nearly-collinear Gaussian embeddings need more and are counted, not judged.
+    # MAX_STEPS); rare nearly-collinear Gaussian embeddings and rare starts far from the ⇒ edges' boundary
+    # (either side: criteria.start_gap) need more and are counted, not judged.
     if need > criteria.MAX_STEPS:
         not_judged("10^4 time units exceed MAX_STEPS")
-    steps = criteria.budget(an.svm.norm, eta, criteria.adverse_gap(an, W0))
+    steps = criteria.budget(an.svm.norm, eta, gap)
     return an, train(problem, steps, eta, W0=W0, analysis=an)
 
 
@@ -322,3 +325,29 @@ def test_finite_error_crossing_zero_is_not_a_stall():
     assert v.passed, str(v)
     shift = an.space.compose(np.ones(1)) * 0.2
     assert not criteria.theorem1(traj, replace(an, finite=replace(an.finite, W=an.finite.W + shift))).passed
+
+
+@pytest.mark.theorem("Theorem 1")
+def test_favorable_start_delays_the_log_regime():
+    """Stress seed 3220947494 (see :func:`theory.criteria.start_gap`): ``W(0)`` already separates the ⇒
+    edges by ``s = 9.77``, so the coefficient along ``W^svm`` grows like ``n ln(1 + τ/τ₁)`` with
+    ``τ₁ ≈ e^s τ₀``: its per-decade gain still grows at 10⁵ and 10⁶ steps (ratios 4.9 and 1.9) and settles
+    at 10⁷.  The budget rule that counted only adverse gaps judged it at 10⁵ steps and failed it; with the
+    favorable side it is not judged, and the theorem does hold there: the run passes the criterion at 10⁷."""
+    p = Problem.load("examples/theorem1_favorable_start.json")
+    an = analyze(p)
+    W0 = np.random.default_rng(802).normal(size=(p.d, p.d))  # the property's initial_weights: scale 1, seed 802
+    eta = safe_step(p)
+    s = criteria.start_gap(an, W0)
+    assert criteria.adverse_gap(an, W0) == 0 and s > 9, f"the case is about a favorable start: gap {s:.3g}"
+    n = an.svm.norm
+    old_need = 10**criteria.DECADES * criteria.time_unit(n, eta, 0.0)
+    need = 10**criteria.DECADES * criteria.time_unit(n, eta, s)
+    assert old_need <= criteria.MAX_STEPS < need, (old_need, need)
+    ratios = []
+    for steps in (100_000, 1_000_000, 10_000_000):
+        v = criteria.theorem1(train(p, steps, eta, W0=W0, analysis=an), an)
+        ratios.append(v.measures["growth_ratio"])
+        record_metrics(**{f"growth_ratio_{steps:.0e}": ratios[-1]})
+    assert ratios[0] > ratios[1] > ratios[2] >= 1.0, f"not a transient settling into log growth: {ratios}"
+    assert v.passed, str(v)
