@@ -285,6 +285,29 @@ def _sample_softmax(A, ptr, ent_p, ent_logc, i, a):
     return top, ssum
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def _log_sample_fallback(A, ptr, ent_p, ent_logc, i, ey, wi, a, G, Sg):
+    """The ``-log`` (Assumption 1) gradient of the rare sample ``i`` whose pair-shifted sum under/overflows,
+    from its own max shift (:func:`_sample_softmax`): adds ``w_i a_t`` off the label and ``-w_i sum_{t != y}
+    a_t`` at it to ``G`` (and the magnitudes to ``Sg``); returns its loss term, NaN exactly when the
+    softmax is not finite (the max shift keeps the term itself from being NaN).  Shared by the pair-list and the dense-row gradients; an ordinary call, not inlined."""
+    s0 = ptr[i]
+    n = ptr[i + 1] - s0
+    top, ssum = _sample_softmax(A, ptr, ent_p, ent_logc, i, a)
+    if not math.isfinite(ssum):
+        return math.nan
+    other = 0.0
+    for r in range(n):
+        if s0 + r != ey:
+            G[ent_p[s0 + r]] += wi * a[r]
+            Sg[ent_p[s0 + r]] += wi * a[r]
+            other += a[r]
+    py = ent_p[ey]
+    G[py] -= wi * other
+    Sg[py] += wi * other
+    return top + math.log(ssum) - (A[py] + ent_logc[ey])
+
+
 # error_model="numpy": no ZeroDivisionError check (a branch per division, which also blocks vectorizing);
 # every divisor here is >= 1, >= 1e-280 or tested > 0 first.
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -518,23 +541,13 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
                     if want_loss:
                         ell = qmax[b] + math.log(S) - (A[py] + ent_logc[ey])
                 else:
-                    s0 = ptr[i]
-                    n = ptr[i + 1] - s0
-                    top, ssum = _sample_softmax(A, ptr, ent_p, ent_logc, i, a)
-                    if not math.isfinite(ssum):
+                    ell_i = _log_sample_fallback(A, ptr, ent_p, ent_logc, i, ey, w[i], a, G, Sg)
+                    if math.isnan(ell_i):
                         L = math.nan
                         ok = False
                         break
-                    other = 0.0
-                    for r in range(n):
-                        if s0 + r != ey:
-                            G[ent_p[s0 + r]] += w[i] * a[r]
-                            Sg[ent_p[s0 + r]] += w[i] * a[r]
-                            other += a[r]
-                    G[py] -= w[i] * other
-                    Sg[py] += w[i] * other
                     if want_loss:
-                        ell = top + math.log(ssum) - (A[py] + ent_logc[ey])
+                        ell = ell_i
                 L += w[i] * ell
             if ok:
                 for p in range(P):
@@ -573,21 +586,13 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
                     if want_loss:
                         ell = qmax[sq[i]] + math.log(S) - (A[ent_p[ey]] + ent_logc[ey])
                 else:
-                    top, ssum = _sample_softmax(A, ptr, ent_p, ent_logc, i, a)
-                    if not math.isfinite(ssum):
+                    ell_i = _log_sample_fallback(A, ptr, ent_p, ent_logc, i, ey, w[i], a, G, Sg)
+                    if math.isnan(ell_i):
                         L = math.nan
                         ok = False
                         break
-                    other = 0.0
-                    for r in range(n):
-                        if s0 + r != ey:
-                            G[ent_p[s0 + r]] += w[i] * a[r]
-                            Sg[ent_p[s0 + r]] += w[i] * a[r]
-                            other += a[r]
-                    G[ent_p[ey]] -= w[i] * other
-                    Sg[ent_p[ey]] += w[i] * other
                     if want_loss:
-                        ell = top + math.log(ssum) - (A[ent_p[ey]] + ent_logc[ey])
+                        ell = ell_i
                 L += w[i] * ell
             if ok:
                 for p in range(P):
