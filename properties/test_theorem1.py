@@ -42,14 +42,12 @@ def run_theorem1(problem, W0, fraction):
     """``(analysis, trajectory)`` at Theorem 1's budget (not judged when it exceeds MAX_STEPS)."""
     an = analyze(problem)
     eta = fraction * safe_step(problem)
-    gap = criteria.start_gap(an, W0)
-    need = 10**criteria.DECADES * criteria.time_unit(an.svm.norm, eta, gap)
+    steps, need = criteria.run_budget(an, eta, W0)
     # Judged only where the finite budget reaches the asymptotic regime (10^4 time units within
     # MAX_STEPS); rare nearly-collinear Gaussian embeddings and rare starts far from the ⇒ edges' boundary
     # (either side: criteria.start_gap) need more and are counted, not judged.
     if need > criteria.MAX_STEPS:
         not_judged("10^4 time units exceed MAX_STEPS")
-    steps = criteria.budget(an.svm.norm, eta, gap)
     return an, train(problem, steps, eta, W0=W0, analysis=an)
 
 
@@ -297,7 +295,7 @@ def test_correlation_may_dip_when_a_tight_row_has_a_zero_multiplier():
         f"the case is about a tight row with a zero multiplier: margins {margins}, duals {duals}"
     W0 = 0.1 * np.random.default_rng(0).normal(size=(p.d, p.d))
     eta = safe_step(p)
-    traj = train(p, criteria.budget(an.svm.norm, eta, criteria.adverse_gap(an, W0)), eta, W0=W0, analysis=an)
+    traj = train(p, criteria.run_budget(an, eta, W0)[0], eta, W0=W0, analysis=an)
     v, longer = criteria.theorem1_escalated(traj, an, lambda steps: train(p, steps, eta, W0=W0, analysis=an))
     assert v.passed, str(v)
     mid = criteria._at(longer, longer.final.step / 10)
@@ -340,9 +338,8 @@ def test_favorable_start_delays_the_log_regime():
     eta = safe_step(p)
     s = criteria.start_gap(an, W0)
     assert criteria.adverse_gap(an, W0) == 0 and s > 9, f"the case is about a favorable start: gap {s:.3g}"
-    n = an.svm.norm
-    old_need = 10**criteria.DECADES * criteria.time_unit(n, eta, 0.0)
-    need = 10**criteria.DECADES * criteria.time_unit(n, eta, s)
+    old_need = 10**criteria.DECADES * criteria.time_unit(an.svm.norm, eta, criteria.adverse_gap(an, W0))
+    _, need = criteria.run_budget(an, eta, W0)
     assert old_need <= criteria.MAX_STEPS < need, (old_need, need)
     ratios = []
     for steps in (100_000, 1_000_000, 10_000_000):

@@ -99,22 +99,27 @@ def time_unit(svm_norm: float, eta: float, adverse_gap: float = 0.0) -> float:
 
     ``g₀ >= 0`` is the worst initial score gap against a ``⇒`` edge (``max -(e_i - e_j)^T W(0) e_k``): the
     coefficient grows like ``log τ``, so undoing a gap ``g₀`` costs a factor ``e^{g₀}`` in time.  The
-    budget rule passes :func:`start_gap` instead, which also counts a favorable start (same factor).
+    budget rule (:func:`run_budget`) passes :func:`start_gap` instead, which also counts a favorable start.
     """
     return float(np.exp(max(0.0, adverse_gap))) * svm_norm**2 / eta
 
 
-def adverse_gap(analysis, W0) -> float:
-    """``max(0, max over ⇒ edges of -(e_i - e_j)^T W(0) e_k)``."""
+def _least_edge_score(analysis, W0) -> float:
+    """``min over ⇒ edges of (e_i - e_j)^T W(0) e_k`` (0 without ⇒ edges)."""
     from theory.svm import constraints
 
     rows = constraints(analysis.problem, analysis.graphs).dominate
-    return max(0.0, float(-(rows @ np.asarray(W0).ravel()).min(initial=0.0)))
+    return float((rows @ np.asarray(W0).ravel()).min()) if rows.shape[0] else 0.0
+
+
+def adverse_gap(analysis, W0) -> float:
+    """``max(0, max over ⇒ edges of -(e_i - e_j)^T W(0) e_k)``."""
+    return max(0.0, -_least_edge_score(analysis, W0))
 
 
 def start_gap(analysis, W0) -> float:
     """``|s|`` with ``s = min over ⇒ edges of (e_i - e_j)^T W(0) e_k``, the least-saturated edge's score gap
-    at the start, of either sign: the gap the budget rule (:func:`budget`) puts into ``τ₀``.
+    at the start, of either sign: the gap the budget rule (:func:`run_budget`) puts into ``τ₀``.
 
     An adverse start (``s < 0``) costs ``e^{-s}`` time units (:func:`time_unit`).  A favorable one delays the
     logarithmic regime as much: the edge leaks attention ``e^{-s - c/n}`` (``n = ||W^svm||``, ``c`` the
@@ -126,12 +131,7 @@ def start_gap(analysis, W0) -> float:
     curve above with ``τ₁ = 3.3·10⁴`` (3.8 ``e^{s} τ₀``); the budget rule without the favorable side judged it
     at 10⁵ and 10⁶ steps and failed it.  The direction statistic keeps :func:`adverse_gap` (a larger
     ``τ₀`` there would shrink ``ln(τ/τ₀)`` and loosen it)."""
-    from theory.svm import constraints
-
-    rows = constraints(analysis.problem, analysis.graphs).dominate
-    if rows.shape[0] == 0:
-        return 0.0
-    return abs(float((rows @ np.asarray(W0).ravel()).min()))
+    return abs(_least_edge_score(analysis, W0))
 
 
 def log_time(steps: int, svm_norm: float, eta: float, gap: float = 0.0) -> float:
@@ -146,10 +146,18 @@ def direction_rate(inc: float, svm_norm: float, eta: float, steps: int, gap: flo
     return tan * log_time(steps, svm_norm, eta, gap)
 
 
-def budget(svm_norm: float, eta: float, gap: float = 0.0) -> int:
-    """Steps for Theorem 1's criterion: ``10^DECADES τ₀`` clipped to ``[MIN_STEPS, MAX_STEPS]`` (``gap``:
-    :func:`start_gap` of the run's ``W(0)``; a run whose ``10^DECADES τ₀`` exceeds ``MAX_STEPS`` is not judged)."""
-    return int(np.clip(10**DECADES * time_unit(svm_norm, eta, gap), MIN_STEPS, MAX_STEPS))
+def run_budget(analysis, eta: float, W0) -> tuple[int, float]:
+    """``(steps, need)`` for a run from ``W0``: ``need = 10^DECADES τ₀`` with :func:`start_gap`, ``steps`` that
+    clipped to ``[MIN_STEPS, MAX_STEPS]``.  A run whose ``need`` exceeds ``MAX_STEPS`` cannot reach the
+    asymptotic regime within the budget and is not judged."""
+    need = float(10**DECADES * time_unit(analysis.svm.norm, eta, start_gap(analysis, W0)))
+    return int(np.clip(need, MIN_STEPS, MAX_STEPS)), need
+
+
+def budget(svm_norm: float, eta: float) -> int:
+    """Steps for Theorem 1's criterion: ``10^DECADES τ₀`` clipped to ``[MIN_STEPS, MAX_STEPS]`` (runs from
+    ``W(0) = 0``; from another start use :func:`run_budget`)."""
+    return int(np.clip(10**DECADES * time_unit(svm_norm, eta), MIN_STEPS, MAX_STEPS))
 
 
 def _at(traj, step: float):

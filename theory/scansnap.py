@@ -600,14 +600,21 @@ def gain_identity_residual(traj: Trajectory, n: int, l: int, lp: int) -> np.ndar
     return np.abs(r - pred) / den
 
 
+def distinct_share(c_row: np.ndarray, classes: SequenceClasses, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(tokens, q)``: class ``n``'s distinct tokens with positive attention and ``c_n`` on them renormalized
+    (empty when there are none)."""
+    toks = classes.distinct_tokens(n)
+    p = c_row[toks]
+    keep = p > 0
+    if not keep.any():
+        return toks[:0], p[:0]
+    return toks[keep], p[keep] / p[keep].sum()
+
+
 def distinct_entropy(c_row: np.ndarray, classes: SequenceClasses, n: int) -> float:
     """Entropy (nats) of ``c_n`` restricted to class ``n``'s distinct tokens and renormalized (Sec. 8)."""
-    p = c_row[classes.distinct_tokens(n)]
-    s = p.sum()
-    if s <= 0:
-        return 0.0
-    p = p[p > 0] / s
-    return float(-(p * np.log(p)).sum())
+    _, q = distinct_share(c_row, classes, n)
+    return float(-(q * np.log(q)).sum()) if len(q) else 0.0
 
 
 def mean_distinct_entropy(C: np.ndarray, classes: SequenceClasses) -> float:
@@ -618,28 +625,41 @@ def mean_distinct_entropy(C: np.ndarray, classes: SequenceClasses) -> float:
 
 def mean_distinct_entropy_error(Z: np.ndarray, classes: SequenceClasses, *, rtol: float, atol: float) -> float:
     """Bound on the error of ``mean_distinct_entropy(c_limit(Z))`` when every entry of ``Z`` may be off by
-    ``atol + rtol |Z|`` (what :func:`integrate` accepts).
+    ``atol + rtol |Z|`` (the accuracy :func:`integrate` accepts, by its step-halving estimate), plus the
+    float64 rounding of the entropy itself.
 
-    Over class ``n``'s distinct tokens the renormalized attention is ``p_l ∝ P(l|n) e^{z_{ml}}`` (the common
-    tokens cancel), so ``dH_n/dz_l = -p_l (ln p_l + H_n)`` and to first order
-    ``|ΔH_n| <= Σ_l p_l |ln p_l + H_n| ε_l``.  The second-order term is below ``ε² max (ln p + H)²``; the
-    returned bound doubles the first-order one, which covers it while ``ε max |ln p + H| <= 0.1`` (else
-    ``inf``: the tolerance is too coarse to resolve the entropy at all)."""
+    Over class ``n``'s distinct tokens the renormalized attention is ``q_l ∝ P(l|n) e^{z_{ml}}`` (the common
+    tokens cancel) and ``dH/dz_l = -q_l (ln q_l + H)``.  Mean value theorem along the perturbation ``δ``
+    (``|δ_l| <= ε_l <= ε``): ``|ΔH| <= Σ_l q_l(ξ) |ln q_l(ξ) + H(ξ)| ε_l`` at some ``ξ`` on the segment, where
+    ``q(ξ) <= e^{2ε} q``, ``|ln q(ξ) - ln q| <= 2ε`` and ``|H(ξ) - H| <= D``; the same inequality bounds ``D``,
+    so with ``F = Σ q_l |ln q_l + H| ε_l`` and ``ē = Σ q_l ε_l``:
+    ``|ΔH| <= D <= e^{2ε} (F + 2ε ē) / (1 - e^{2ε} ē)`` (``inf`` unless ``e^{2ε} ē < 1/2``).  The ``2ε ē``
+    term matters where ``F`` vanishes: at uniform attention the entropy is at its maximum and moves only to
+    second order (a layout with equal distinct probabilities: the first-order term alone gave a bound of 0,
+    and two runs differing by rounding passed as "denser").  Rounding: ``c_limit`` and the renormalization
+    give each ``q_l`` a relative error ``<= (M + 2|D_n| + 8) u`` (``u`` the unit roundoff), which moves ``H`` by at
+    most that times ``(2 + max |ln q| + H)``; added per class."""
+    u = np.finfo(float).eps / 2
+    C = c_limit(Z, classes)
     out = []
     for n in range(classes.K):
-        dist = classes.distinct_tokens(n)
-        if len(dist) == 0:
+        if not classes.distinct_mask[n].any():
             continue
-        z = Z[classes.query[n], dist]
-        eps = atol + rtol * np.abs(z)
-        p = c_limit(Z, classes)[n, dist]
-        keep = p > 0
-        p, eps = p[keep] / p[keep].sum(), eps[keep]
-        H = -(p * np.log(p)).sum()
-        lever = np.abs(np.log(p) + H)
-        if float(np.max(eps * lever, initial=0.0)) > 0.1:
+        toks, q = distinct_share(C[n], classes, n)
+        if len(q) == 0:
+            out.append(0.0)
+            continue
+        eps_l = atol + rtol * np.abs(Z[classes.query[n], toks])
+        eps = float(eps_l.max())
+        lnq = np.log(q)
+        H = float(-(q * lnq).sum())
+        F = float((q * np.abs(lnq + H) * eps_l).sum())
+        ebar = float((q * eps_l).sum())
+        grow = math.exp(2 * eps)
+        if not grow * ebar < 0.5:
             return math.inf
-        out.append(2.0 * float((p * lever * eps).sum()))
+        rounding = (classes.M + 2 * len(q) + 8) * u * (2 + float(np.abs(lnq).max()) + H)
+        out.append(grow * (F + 2 * eps * ebar) / (1 - grow * ebar) + rounding)
     return float(np.mean(out)) if out else 0.0
 
 
