@@ -294,8 +294,9 @@ def mp_score_gradient(A, data, digits: int = 40):
         return G
 
 
-def mp_subspace_gradient_norm(E, basis, theta, data, digits: int = 40) -> float:
-    """``||grad_θ L(Σ θ_r Q_r)||`` evaluated at ``digits`` digits (float inputs taken as exact)."""
+def mp_subspace_gradient(E, basis, theta, data, digits: int = 40) -> tuple[np.ndarray, float]:
+    """``(grad_θ L(Σ θ_r Q_r), its norm)`` evaluated at ``digits`` digits (float inputs taken as exact); the
+    components are rounded to float64 once, the norm is taken before rounding."""
     import mpmath
 
     with mpmath.workdps(digits):
@@ -312,11 +313,14 @@ def mp_subspace_gradient_norm(E, basis, theta, data, digits: int = 40) -> float:
         Al = [[A[j, k] for k in range(K)] for j in range(K)]
         G = mpmath.matrix(mp_score_gradient(Al, data, digits))
         gW = Em.T * G * Em  # grad_W L
-        total = mpmath.mpf(0)
-        for k in range(r):
-            comp = mpmath.fsum(mpmath.mpf(float(basis[k, a, c])) * gW[a, c] for a in range(d) for c in range(d))
-            total += comp * comp
-        return float(mpmath.sqrt(total))
+        comps = [mpmath.fsum(mpmath.mpf(float(basis[k, a, c])) * gW[a, c] for a in range(d) for c in range(d))
+                 for k in range(r)]
+        return np.array([float(c) for c in comps]), float(mpmath.sqrt(mpmath.fsum(c * c for c in comps)))
+
+
+def mp_subspace_gradient_norm(E, basis, theta, data, digits: int = 40) -> float:
+    """``||grad_θ L(Σ θ_r Q_r)||`` evaluated at ``digits`` digits (float inputs taken as exact)."""
+    return mp_subspace_gradient(E, basis, theta, data, digits)[1]
 
 
 def gd_extended(A0: np.ndarray, data, M: np.ndarray, eta: float, checkpoints, normalized: bool = False,
