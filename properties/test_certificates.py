@@ -168,15 +168,19 @@ def test_finite_component_of_a_nearly_flat_problem_is_certified():
     assert fin.error_bound <= 1e-9 * float(np.linalg.norm(fin.W)), fin
 
 
-@given(p=problems(embedding_kinds=st.sampled_from(["gaussian", "nearly_collinear", "ill_conditioned"]),
+@given(p=problems(structures=structures_of(["cyclic", "mixed"]),
+                  embedding_kinds=st.sampled_from(["gaussian", "nearly_collinear", "ill_conditioned"]),
                   max_condition=MAX_CONDITION))
-@settings(max_examples=scaled(30))
+@settings(max_examples=scaled(20))
 def test_finite_component_sits_on_the_float64_grid(p):
     """The certified ``W^fin`` is as close to the exact minimizer as float64 coordinates allow, on any
-    machine: its exact (40-digit) gradient on S_fin is at most ``||H||₂ ||ulp(θ)||₂``, the gradient of a
-    one-ulp move of every coordinate (the exactly rounded minimizer reaches half of it).  Float64 Newton
-    alone misses this on 41% of these problems (up to 12x, measured on 204), because it stops where its own
-    computed gradient is rounding noise; the refinement against the 40-digit gradient reaches <= 0.49."""
+    machine: its exact (40-digit) gradient on S_fin is at most ``||H||₂ ||ulp(max(|θ|, s))||₂``, the gradient
+    of a one-ulp move of every coordinate (the exactly rounded minimizer reaches half of it).  ``s =
+    1/max_i ||e_i||²`` is the scale at which a move of W changes a score by 1: near ``θ = 0`` the absolute
+    float64 grid is far finer than any score (and than the 40 digits that judge it; stress found
+    ``θ = 2.2e-41`` with an exact gradient of 2.3e-42), so there the demand is scores exact to float64.
+    Measured on 246 problems: float64 Newton alone misses this on 24% (up to 3x), because it stops where its
+    own computed gradient is rounding noise; refined against the 40-digit gradient, <= 0.49 on 261."""
     from theory.finite import _Objective, limit_data
 
     an = analyze(p, bound=True)
@@ -184,7 +188,8 @@ def test_finite_component_sits_on_the_float64_grid(p):
         not_judged("S_fin = {0}: no W^fin")
     fin = an.finite
     H = _Objective(p, an.space, limit_data(p, an.graphs, "log")).hessian(fin.theta)
-    grid = float(np.linalg.norm(np.spacing(np.abs(fin.theta)))) * float(np.linalg.norm(H, 2))
+    s = 1.0 / float(np.max(np.sum(p.E**2, axis=1)))
+    grid = float(np.linalg.norm(np.spacing(np.maximum(np.abs(fin.theta), s)))) * float(np.linalg.norm(H, 2))
     note(f"exact gradient {fin.grad_norm_extended:.3e}, one-ulp gradient {grid:.3e}, θ = {fin.theta}")
     assert fin.grad_norm_extended <= grid, (
         f"W^fin's exact gradient {fin.grad_norm_extended:.3e} exceeds the one-ulp gradient {grid:.3e}: the "
