@@ -510,7 +510,7 @@ def test_svm_zero_exactly_when_no_dominance_edge(dp):
         # Every ⇒ margin is >= 1 so W^svm cannot be 0; check it is not, by a clear margin.
         assert sol.norm > 0.1 / max(1.0, float(np.abs(p.E).max()) ** 2), f"||W^svm|| = {sol.norm} with ⇒ edges"
         return
-    with mock.patch("theory.svm.cp.Problem.solve", side_effect=AssertionError("solver called with no ⇒ edge")):
+    with mock.patch("theory.svm.conic.solve", side_effect=AssertionError("solver called with no ⇒ edge")):
         sol = graph_svm(p)
     record(p, g, svm_norm=sol.norm)
     assert np.all(sol.W == 0), f"W^svm should be exactly 0, got max |W| = {np.abs(sol.W).max()}"

@@ -11,8 +11,8 @@ outside that span leaves L unchanged and only spends norm, so the ball problem i
 the span).  The certificate below is checked on the full d x d matrix, so it would catch a faulty reduction.
 
 Solvers.
-* ``log`` loss under Assumptions 1-2 (convex: ``l = logsumexp(s + log c) - s_y - log c_y``): a cvxpy
-  exponential-cone program solved by Clarabel (global).  Clarabel's answer is then *polished* by at
+* ``log`` loss under Assumptions 1-2 (convex: ``l = logsumexp(s + log c) - s_y - log c_y``): an
+  exponential-cone program solved by Clarabel (global; stated directly in Clarabel's form, :class:`_Conic`).  Clarabel's answer is then *polished* by at
   most :data:`POLISH_STEPS` Riemannian Newton steps on the sphere ``||θ|| = R`` (or damped Newton
   inside the ball when the constraint is slack): at large R the loss is ``O(e^{-margin})`` and the
   solver's absolute tolerances no longer resolve the direction of the gradient, which the KKT
@@ -50,13 +50,12 @@ radius and the failing quantity.  The tolerances are module constants and are ne
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
-import cvxpy as cp
 import numpy as np
 from scipy.optimize import minimize
 
+from theory import conic
 from theory.finite import _Objective
 from theory.losses import TokenData, _per_sample, local_smoothness, loss_and_grad, smoothness
 from theory.problem import Problem
@@ -120,7 +119,7 @@ def effective_basis(problem: Problem) -> CyclicSubspace:
 
 
 def convex_case(problem: Problem) -> bool:
-    """``log`` loss with Assumptions 1-2: the ERM loss is convex and the cvxpy program applies."""
+    """``log`` loss with Assumptions 1-2: the ERM loss is convex and the exponential-cone program applies."""
     a = problem.assumptions()
     return problem.loss == "log" and a["head_biorthogonal"] and a["labels_in_sequences"]
 
@@ -251,40 +250,75 @@ def certify(W: np.ndarray, problem: Problem, R: float, name: str = "problem", da
 # ------------------------------------------------------------------------------------------------
 # Solvers in the effective coordinates θ
 # ------------------------------------------------------------------------------------------------
-class _Cvx:
-    """The convex program, compiled once with R as a parameter (DPP), solved by Clarabel."""
+class _Conic:
+    """The convex program in Clarabel's standard form (:mod:`theory.conic`), built once per path.
+
+    Variables ``x = (θ, t, u)``: per sample ``i`` an epigraph ``t_i >= logsumexp_j(s_ij)`` written as
+    ``u_ij >= exp(s_ij - t_i)`` (exponential cones ``(s_ij - t_i, 1, u_ij)``) and ``Σ_j u_ij <= 1``; the
+    radius as the second-order cone ``(R, θ)``; objective ``Σ_i w_i (t_i - s_{i,y_i})`` without its constant
+    ``-Σ_i w_i log c_{i,y_i}``.  Scores ``s_ij = e_j^T (Σ_r θ_r B_r) e_q + log c_ij``.  This is the program
+    cvxpy's ``log_sum_exp`` canonicalization produces, without cvxpy's compile on every call
+    (``properties/test_certificates.py`` checks both give the same minimizer).  Only ``b``'s radius entry
+    changes with R.
+    """
 
     def __init__(self, problem: Problem, basis: CyclicSubspace, data: TokenData):
+        from scipy import sparse
+
         E = problem.E
-        self.theta = cp.Variable(basis.dim)
-        self.R = cp.Parameter(nonneg=True)
-        terms = []
-        for c, q, y, w in zip(data.counts, data.queries, data.labels, data.weights):
+        r, m = basis.dim, len(data.counts)
+        rows_exp, b_exp, label_rows = [], [], []
+        self.tokens = 0
+        supports = []
+        for c, q, y in zip(data.counts, data.queries, data.labels):
             idx = np.flatnonzero(c)
-            # Score of token j under query q as a linear map of θ: e_j^T B_r e_q.
-            M = np.einsum("ja,rab,b->jr", E[idx], basis.basis, E[q])
-            s = M @ self.theta + np.log(c[idx])
-            yi = int(np.flatnonzero(idx == y)[0])
-            terms.append(w * (cp.log_sum_exp(s) - s[yi]))
-        self.prob = cp.Problem(cp.Minimize(cp.sum(cp.hstack(terms))), [cp.norm(self.theta, 2) <= self.R])
+            supports.append(idx)
+            M = np.einsum("ja,rab,b->jr", E[idx], basis.basis, E[q])  # scores as linear maps of θ
+            rows_exp.append(M)
+            b_exp.append(np.log(c[idx]))
+            label_rows.append(M[int(np.flatnonzero(idx == y)[0])])
+            self.tokens += len(idx)
+        nu = self.tokens
+        n = r + m + nu
+        self.q = np.zeros(n)
+        self.q[r:r + m] = data.weights
+        self.q[:r] = -np.asarray(data.weights) @ np.array(label_rows).reshape(m, r)
+        # Σ_j u_ij <= 1: s = 1 - Σ_j u_ij >= 0
+        A_sum = sparse.lil_matrix((m, n))
+        A_exp = sparse.lil_matrix((3 * nu, n))
+        b = [np.ones(m)]
+        bx = np.zeros(3 * nu)
+        k = 0
+        for i, (M, lc) in enumerate(zip(rows_exp, b_exp)):
+            for j in range(len(lc)):
+                # s = (M_j θ + log c_j - t_i, 1, u_ij) = b - A x
+                A_exp[3 * k, :r] = -M[j]
+                A_exp[3 * k, r + i] = 1.0
+                bx[3 * k] = lc[j]
+                bx[3 * k + 1] = 1.0
+                A_exp[3 * k + 2, r + m + k] = -1.0
+                A_sum[i, r + m + k] = 1.0
+                k += 1
+        A_soc = sparse.hstack([sparse.vstack([sparse.csc_matrix((1, r)), -sparse.identity(r)]),
+                               sparse.csc_matrix((r + 1, m + nu))])
+        self.A = sparse.vstack([A_sum.tocsc(), A_exp.tocsc(), A_soc]).tocsc()
+        self.b = np.concatenate(b + [bx, np.zeros(r + 1)])
+        self.radius_row = m + 3 * nu
+        self.r = r
+        self.cones = ([conic.nonnegative(m)] + [conic.exponential() for _ in range(nu)]
+                      + [conic.second_order(r + 1)])
 
     def solve(self, R: float, name: str, raise_on_inaccurate: bool = True):
         """(θ, status); θ is None when the status is not optimal and ``raise_on_inaccurate`` is False."""
-        self.R.value = R
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)  # the status below says the same
-                self.prob.solve(solver=cp.CLARABEL)
-        except cp.SolverError as exc:
-            if raise_on_inaccurate:
-                raise SolverError(f"regularization path of {name} at R={R:.6g}: Clarabel failed ({exc})") from None
-            return None, "solver_error"
-        if self.prob.status != cp.OPTIMAL:
+        b = self.b.copy()
+        b[self.radius_row] = R
+        x, _, status = conic.solve(None, self.q, self.A, b, self.cones)
+        if status != conic.OPTIMAL or x is None:
             if raise_on_inaccurate:
                 raise SolverError(f"regularization path of {name} at R={R:.6g}: Clarabel status "
-                                  f"{self.prob.status!r}, not optimal")
-            return None, self.prob.status
-        return np.asarray(self.theta.value, dtype=float), self.prob.status
+                                  f"{status!r}, not optimal")
+            return None, status
+        return x[:self.r].copy(), status
 
 
 def _slsqp(f: _Objective, theta0: np.ndarray, R: float) -> np.ndarray:
@@ -451,7 +485,7 @@ def regularization_path(problem: Problem, radii, name: str = "problem",
     d = problem.d
     g0 = float(np.linalg.norm(loss_and_grad(np.zeros((d, d)), problem, data)[1]))
     convex = convex_case(problem)
-    cvx = _Cvx(problem, basis, data) if convex else None
+    cvx = _Conic(problem, basis, data) if convex else None
     interior = outward_direction(problem, basis) is None
     beta = global_smoothness(problem)
     theta, prev_R = (np.zeros(basis.dim), None) if resume is None else (resume.theta, resume.R)
@@ -490,7 +524,7 @@ def regularization_path(problem: Problem, radii, name: str = "problem",
             except SolverError as exc:
                 failures.append(str(exc))
                 continue
-            solver = ("clarabel" if i == 0 and convex and note["clarabel_status"] == cp.OPTIMAL else
+            solver = ("clarabel" if i == 0 and convex and note["clarabel_status"] == conic.OPTIMAL else
                       "newton continuation from the previous radius" if convex else "slsqp (local)")
             cert.update(solver=solver, polish_steps=used, error_bound=position_error_bound(f, th, cert), **note)
             break

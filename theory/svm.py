@@ -3,7 +3,7 @@
     W^svm = argmin ||W||_F  s.t.  <W, (e_i - e_j) e_k^T> = 0  for (i ≍ j) ∈ G^(k),
                                   <W, (e_i - e_j) e_k^T> >= 1  for (i ⇒ j) ∈ G^(k).
 
-Solved in the d x d space of W with cvxpy and the Clarabel solver (objective ½||W||², a QP).  Every
+Solved in the d x d space of W by Clarabel, called directly (:mod:`theory.conic`; objective ½||W||², a QP).  Every
 solution is re-verified independently of the solver (:func:`certify`): equality residual, smallest
 slack of the ``>= 1`` constraints, stationarity ``W = Σ λ_a A_a - Σ μ_b B_b`` with ``λ >= 0`` from the
 solver's duals, and complementary slackness.  A non-optimal status or a failed check raises
@@ -12,14 +12,14 @@ confirmed by an independent LP (scipy HiGHS) before :class:`GraphSVMInfeasible` 
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from fractions import Fraction
 
-import cvxpy as cp
 import numpy as np
+from scipy import sparse
 from scipy.optimize import linprog
 
+from theory import conic
 from theory.exact import (DISTANCE_TOL, ExactCertificateError, certify_exact, certify_infeasible_exact,
                           relative_distance)
 from theory.graphs import TPG, token_priority_graphs
@@ -185,47 +185,43 @@ def graph_svm(problem: Problem, graphs: dict[int, TPG] | None = None, reachabili
     s = float(an.max())
     cn = np.linalg.norm(cons.equal, axis=1) if len(cons.equal) else np.zeros(0)
     keep = cn > 0  # a zero equality row is 0 = 0
-    w = cp.Variable(d * d)
-    cs = [(cons.dominate / an[:, None]) @ w >= s / an]
-    if keep.any():
-        cs.append((cons.equal[keep] / cn[keep, None]) @ w == 0)
-    prob = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w)), cs)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # "may be inaccurate": the status below decides
-            prob.solve(solver=cp.CLARABEL)
-    except cp.SolverError as exc:
-        raise SolverError(f"Graph-SVM of {name}: Clarabel failed ({exc})") from None
+    Dn = cons.dominate / an[:, None]
+    Cn = cons.equal[keep] / cn[keep, None] if keep.any() else np.zeros((0, d * d))
+    m_eq = len(Cn)
+    # ½||ŵ||² with Cn ŵ = 0 (zero cone) and Dn ŵ >= s/||a_b|| written -Dn ŵ + slack = -s/||a_b||, slack >= 0
+    x, z, status = conic.solve(sparse.identity(d * d, format="csc"), np.zeros(d * d), sparse.vstack(
+        [sparse.csc_matrix(Cn), sparse.csc_matrix(-Dn)]), np.concatenate([np.zeros(m_eq), -s / an]),
+        ([conic.zero(m_eq)] if m_eq else []) + [conic.nonnegative(len(Dn))])
     w0 = None
-    if prob.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+    if status in (conic.INFEASIBLE, conic.INFEASIBLE_INACCURATE):
         # Stress (cond(E) 500 and 866, two nearly equal embeddings): Clarabel called feasible problems
         # infeasible.  The LP's feasible point then seeds the active-set iteration below.
         w0 = _confirm_infeasible(cons, name, problem.E if exact else None)
-    if prob.status != cp.OPTIMAL:
+    if status != conic.OPTIMAL or x is None or z is None:
         # Clarabel stopped short of optimality (stress: 'user_limit' even at 2000 iterations on a 9-variable
         # problem with cond(E) = 23) or wrongly reported infeasibility.  The primal-dual active-set
         # iteration solves the same QP exactly from its last iterate (or from every ⇒ row active); only a
         # certified KKT point is accepted.
         if w0 is None:
-            w0 = np.asarray(w.value, dtype=float) / s if w.value is not None else np.zeros(d * d)
+            w0 = x / s if x is not None else np.zeros(d * d)
         polished = _polish(w0, np.zeros(len(cons.dominate)), cons, max_iter=50)
-        solver = f"active set (Clarabel {prob.status!r})"
+        solver = f"active set (Clarabel {status!r})"
         if polished is None and exact:
             polished = _exact_active_set(problem.E, cons, w0, name)
-            solver = f"exact active set (Clarabel {prob.status!r})"
+            solver = f"exact active set (Clarabel {status!r})"
         if polished is None:
-            raise SolverError(f"Graph-SVM of {name}: Clarabel status {prob.status!r}, not optimal, and the "
+            raise SolverError(f"Graph-SVM of {name}: Clarabel status {status!r}, not optimal, and the "
                               "active-set iteration found no KKT point")
         wv, lam, mu = polished
         cert = certify(wv, lam, mu, cons, name)
         cert["solver"] = solver
     else:
         # back to the original rows: w = ŵ/s, λ_b = λ̂_b/(s ||a_b||), μ_e = μ̂_e/(s ||c_e||)
-        wv = np.asarray(w.value) / s
-        lam = np.asarray(cs[0].dual_value).ravel() / (s * an)
+        wv = x / s
+        lam = z[m_eq:] / (s * an)
         mu = np.zeros(len(cons.equal))
         if keep.any():
-            mu[keep] = np.asarray(cs[1].dual_value).ravel() / (s * cn[keep])
+            mu[keep] = z[:m_eq] / (s * cn[keep])
         cert = certify(wv, lam, mu, cons, name, rel_tol=RAW_TOL)
         cert["solver"] = "clarabel"
         polished = _polish(wv, lam, cons)

@@ -311,7 +311,7 @@ def warm_up_kernels() -> int:
     cache): the worker plugin calls it at worker start, so no task pays for it.  Returns how often this
     process did it (1 after any number of tasks)."""
     if WARM_UPS["count"] == 0:
-        import theory.analysis  # noqa: F401  (cvxpy, scipy: every run needs them; imported once here)
+        import theory.analysis  # noqa: F401  (scipy, Clarabel: every run needs them; imported once here)
         import theory.pseudo  # noqa: F401
         import theory.training  # noqa: F401
         try:
