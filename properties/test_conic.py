@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import warnings
 
-import cvxpy as cp
 import numpy as np
 import pytest
 from hypothesis import given, note, settings
@@ -38,6 +37,8 @@ AGREE = 1e-6
 
 def cvxpy_graph_svm(problem) -> np.ndarray:
     """``argmin ½||W||² s.t. <W, r_e> = 0 (≍), <W, r_b> >= 1 (⇒)``, THEORY.md's Graph-SVM, in cvxpy."""
+    import cvxpy as cp  # here, not at import: every worker imports every test module (conftest)
+
     cons = constraints(problem)
     w = cp.Variable(problem.d ** 2)
     cs = [cons.dominate @ w >= 1]
@@ -71,6 +72,8 @@ def test_graph_svm_program_is_the_cvxpy_program(p):
 
 def cvxpy_path_point(problem, basis, data, R: float) -> np.ndarray:
     """``argmin_{||θ|| <= R} Σ_i w_i (logsumexp_j(s_ij) - s_{i,y_i})`` in cvxpy (scores as in THEORY.md)."""
+    import cvxpy as cp
+
     E = problem.E
     theta = cp.Variable(basis.dim)
     terms = []
