@@ -164,6 +164,14 @@ class Problem:
         out.update(sequences=[list(s) for s in self.sequences], labels=list(self.labels), loss=self.loss)
         return out
 
+    def _repr_pretty_(self, printer, cycle) -> None:
+        """How Hypothesis prints a drawn problem (a failing example, the report's observations): the
+        problem file's JSON, exact (floats in shortest round-trip form), inside an expression that rebuilds
+        it; ``python -m theory analyze`` reads the same JSON.  Hypothesis's generic printer formatted the
+        arrays field by field through numpy's array printer for every test case while observations are
+        on, several percent of a run (see benchmarks/RESULTS.md)."""
+        printer.text(f"Problem.from_json({json.dumps(self.to_json(), separators=(', ', ': '))})")
+
     def save(self, path) -> None:
         Path(path).write_text(json.dumps(self.to_json(), indent=1))
 
