@@ -196,6 +196,38 @@ def test_finite_component_sits_on_the_float64_grid(p):
         f"answer is not the float64 grid's best\n{describe(p)}")
 
 
+@given(p=problems(structures=structures_of(["cyclic", "mixed"]),
+                  embedding_kinds=st.sampled_from(["gaussian", "nearly_collinear", "ill_conditioned"]),
+                  max_condition=MAX_CONDITION),
+       alpha=st.sampled_from([2.0**-8, 2.0**-4, 2.0**4]))
+@settings(max_examples=scaled(15))
+def test_finite_gradient_floor_is_the_rounding_and_scales(p, alpha):
+    """The floor of W^fin's certificate (:meth:`theory.finite._Objective.gradient_floor`) is what it claims:
+    at the refined answer, whose exact gradient is ~0 (40 digits), the float64 gradient is pure rounding
+    and stays below the floor; and under ``E -> αE`` (α a power of two) the floor scales by α² exactly as
+    the gradient does, so the certificate ``max(1e-9 ||g(0)||, floor)`` accepts the same point at every
+    scale (the former ``1e-9 max(1, ||g(0)||)`` was absolute below ||g(0)|| = 1)."""
+    from theory.finite import _Objective, limit_data
+
+    an = analyze(p, bound=True)
+    if an.space.dim == 0:
+        not_judged("S_fin = {0}: no W^fin")
+    fin = an.finite
+    f = _Objective(p, an.space, limit_data(p, an.graphs, "log"))
+    floor = f.gradient_floor(fin.theta)
+    note(f"float gradient {fin.grad_norm:.3e}, exact {fin.grad_norm_extended:.3e}, floor {floor:.3e}")
+    assert fin.grad_norm <= floor + fin.grad_norm_extended, (
+        f"float64 gradient {fin.grad_norm:.3e} at the refined W^fin (exact {fin.grad_norm_extended:.3e}) "
+        f"above the claimed rounding floor {floor:.3e}\n{describe(p)}")
+    q = Problem.create(alpha * p.E, p.sequences, p.labels, p.loss)
+    aq = analyze(q)
+    fq = _Objective(q, aq.space, limit_data(q, aq.graphs, "log"))
+    # the same point of S_fin: W(αE) = W(E)/α², and θ in the (possibly re-oriented) basis of S_fin(αE)
+    theta_q = np.tensordot(aq.space.basis, fin.W / alpha**2, axes=([1, 2], [0, 1]))
+    ratio = fq.gradient_floor(theta_q) / (alpha**2 * floor)
+    assert abs(ratio - 1) <= 1e-6, f"floor scaled by {ratio:.9f} x α², not α² (α = {alpha})\n{describe(p)}"
+
+
 def test_float_certificate_rejects_planted_errors():
     """Calibration: the scale-free certificate fails on a W moved off the optimum by 1e-6 (relative), and
     on a multiplier with its sign flipped -- on the issue's badly scaled case and on its rescaled twin."""
