@@ -153,18 +153,31 @@ def test_analytic_gradients_match_finite_differences(dp, tied, seed, scale):
 @given(dp=drawn_problems(), seed=SEEDS, scale=st.sampled_from([0.0, 1.0, 5.0]))
 def test_log_loss_stable_and_generic_paths_agree(dp, seed, scale):
     """Under Assumption 1 the log loss has a logsumexp fast path; the generic -log(c_y^T f) path must give
-    the same loss and gradient."""
+    the same loss and gradient.
+
+    The fast path takes the head as exactly biorthogonal; the generic one uses the float64 head
+    ``H = C E^T``, whose label rows differ from ``e_y`` by ``dev_y = max_t |H[y, t] - δ_yt|`` (Assumption 1
+    holds to ``1e-8 ||C|| ||E||``, not exactly).  Then ``u_i = Σ_t a_t H[y_i, t]`` moves by at most ``dev``
+    (the attention sums to 1), the loss by ``Σ_i w_i dev_i / u_i`` to first order, and each gradient entry
+    ``a_t (H[y,t] - u)/u`` by at most three times that; the bound allows 4x.  Stress seed 1023003438:
+    Gaussian 10 x 10 embeddings of condition 1.8e4, head entries ~3e3, ``dev`` = 7e-9, the paths 9.4e-9
+    apart -- beyond the former absolute 1e-9, within this bound (6e-8).  A real disagreement of the paths
+    (a sign, a missing count) is O(1)."""
     p = dp.problem
     record(p)
     A = p.E @ random_matrix(seed, p.d, scale) @ p.E.T
-    from theory.losses import loss_and_grad_scores
+    from theory.losses import attention, loss_and_grad_scores
     fast = TokenData.from_problem(p)
     assert fast.biorthogonal, "drawn problems satisfy Assumption 1"
     slow = dataclasses.replace(fast, biorthogonal=False)
     L1, G1 = loss_and_grad_scores(A, fast)
     L2, G2 = loss_and_grad_scores(A, slow)
-    assert_close("log loss, fast vs generic path", L1, L2, atol=1e-9, rtol=1e-9)
-    assert_close("log gradient, fast vs generic path", G1, G2, atol=1e-9, rtol=1e-7)
+    dev = np.abs(p.H - np.eye(p.K)).max(axis=1)[fast.labels]
+    u = attention(A, fast)[np.arange(len(fast.labels)), fast.labels]
+    head = 4.0 * float(fast.weights @ (dev / u))
+    note(f"head deviation from biorthogonal: max {dev.max():.2e}; allowance {head:.2e}")
+    assert_close("log loss, fast vs generic path", L1, L2, atol=1e-9 + head, rtol=1e-9)
+    assert_close("log gradient, fast vs generic path", G1, G2, atol=1e-9 + head, rtol=1e-7)
 
 
 @given(dp=drawn_problems(), seed=SEEDS, scale=st.sampled_from([1.0, 5.0, 20.0]))
