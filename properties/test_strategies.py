@@ -138,8 +138,10 @@ def test_heads_are_biorthogonal(data, K, kind):
     C = data.draw(biorthogonal_heads(E), label="C")
     record_inputs(K=K)
     err = float(np.abs(C @ E.T - np.eye(K)).max())
-    scale = max(1.0, float(np.abs(C).max() * np.abs(E).max()))
-    assert err <= 1e-9 * scale, f"C E^T - I: max entry {err:.2e}"
+    # backward stable: cond(E) eps up to a small factor (measured <= 1.7; the normal equations reach 954)
+    bound = 16 * float(np.linalg.cond(E)) * np.finfo(float).eps
+    note(f"C E^T - I: {err:.2e}, cond(E) {np.linalg.cond(E):.3g}")
+    assert err <= bound, f"C E^T - I: max entry {err:.2e} > 16 cond(E) eps = {bound:.2e}"
     assert C.shape == E.shape
 
 

@@ -213,11 +213,23 @@ def embeddings(draw, K: int, d=None, kinds=st.sampled_from(EMBEDDINGS), max_cond
     return (U * s) @ V[:K]
 
 
+def min_norm_biorthogonal_head(E: np.ndarray) -> np.ndarray:
+    """The minimum-norm ``C`` with ``C E^T = I``, backward stable: ``E^T = QR``, ``C = R^{-1} Q^T``, so
+    ``|C E^T - I| ~ cond(E) eps``.  The normal equations ``solve(E E^T, E)`` square the condition number:
+    stress seed 1023003438 (Gaussian 10 x 10, cond 1.8e4) left ``C E^T`` 8e-9 from I, where this gives
+    1.7e-12.  Measured on 300 Gaussian E (K 2-12, cond up to 5e3): ``max |C E^T - I| / (cond eps)`` is 954
+    with the normal equations, 1.7 with this."""
+    from scipy.linalg import solve_triangular
+
+    Q, R = np.linalg.qr(E.T)
+    return solve_triangular(R, Q.T)
+
+
 @st.composite
 def biorthogonal_heads(draw, E: np.ndarray):
     """Heads with ``C E^T = I`` (Assumption 1): the minimum-norm one, plus optionally a part orthogonal to
     the embeddings' span (possible when d > K)."""
-    C = np.linalg.solve(E @ E.T, E)
+    C = min_norm_biorthogonal_head(E)
     K, d = E.shape
     if d > K and draw(st.booleans(), label="head_extra"):
         N = _rng(draw, "head_seed").normal(size=(K, d))

@@ -258,7 +258,7 @@ class _Conic:
     radius as the second-order cone ``(R, θ)``; objective ``Σ_i w_i (t_i - s_{i,y_i})`` without its constant
     ``-Σ_i w_i log c_{i,y_i}``.  Scores ``s_ij = e_j^T (Σ_r θ_r B_r) e_q + log c_ij``.  This is the program
     cvxpy's ``log_sum_exp`` canonicalization produces, without cvxpy's compile on every call
-    (``properties/test_certificates.py`` checks both give the same minimizer).  Only ``b``'s radius entry
+    (``properties/test_conic.py`` checks both reach the same optimum).  Only ``b``'s radius entry
     changes with R.
     """
 
@@ -269,10 +269,8 @@ class _Conic:
         r, m = basis.dim, len(data.counts)
         rows_exp, b_exp, label_rows = [], [], []
         self.tokens = 0
-        supports = []
         for c, q, y in zip(data.counts, data.queries, data.labels):
             idx = np.flatnonzero(c)
-            supports.append(idx)
             M = np.einsum("ja,rab,b->jr", E[idx], basis.basis, E[q])  # scores as linear maps of θ
             rows_exp.append(M)
             b_exp.append(np.log(c[idx]))
@@ -286,7 +284,6 @@ class _Conic:
         # Σ_j u_ij <= 1: s = 1 - Σ_j u_ij >= 0
         A_sum = sparse.lil_matrix((m, n))
         A_exp = sparse.lil_matrix((3 * nu, n))
-        b = [np.ones(m)]
         bx = np.zeros(3 * nu)
         k = 0
         for i, (M, lc) in enumerate(zip(rows_exp, b_exp)):
@@ -302,7 +299,7 @@ class _Conic:
         A_soc = sparse.hstack([sparse.vstack([sparse.csc_matrix((1, r)), -sparse.identity(r)]),
                                sparse.csc_matrix((r + 1, m + nu))])
         self.A = sparse.vstack([A_sum.tocsc(), A_exp.tocsc(), A_soc]).tocsc()
-        self.b = np.concatenate(b + [bx, np.zeros(r + 1)])
+        self.b = np.concatenate([np.ones(m), bx, np.zeros(r + 1)])
         self.radius_row = m + 3 * nu
         self.r = r
         self.cones = ([conic.nonnegative(m)] + [conic.exponential() for _ in range(nu)]
