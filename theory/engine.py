@@ -19,9 +19,10 @@ It runs the same iteration as :func:`theory.training.gd_numpy` (the reference it
   ``(M G M)_P`` is written as axpys (no serial reduction chain), and the packing is compiled too.
   At the paper's setting (P = 21 pairs) a step is ~310 ns: ~90 ns of it the 21 ``exp`` calls.
 * Large problems whose pairs fill the U x Q block (``UPDATE_BLOCK``) take the update as two BLAS dgemm
-  calls and, for ``-log`` under Assumption 1, the gradient as dense rows of a samples x U count matrix
-  (``GRAD_MIN_FILL``) with a vectorized exp (:func:`vector_exp`, within 1 ulp of libm): there the
-  gathers, scatters and libm calls, not the arithmetic, were what a step cost.
+  calls and, for ``-log`` under Assumption 1, run in :func:`_gd_dense_log`: the state lives in the dense
+  Q x U block, the gradient is dense rows of a samples x U count matrix (``GRAD_MIN_FILL``) and the exp is
+  vectorized (:func:`vector_exp`, within 1 ulp of libm): there the gathers, scatters and libm calls, not
+  the arithmetic, were what a step cost.
 
 Compilation is cached on disk (``cache=True``); :func:`warm_up` triggers it once per process.
 """
@@ -224,21 +225,35 @@ LOG2E = 1.4426950408889634
 LN2_HI = 6.93147180369123816490e-01  # ln 2 to 32 bits: k LN2_HI is exact for |k| < 2^20
 LN2_LO = 1.90821492927058770002e-10  # ln 2 - LN2_HI
 EXP_TAYLOR = np.array([1.0 / math.factorial(i) for i in range(14)])
+SHIFTER = 6755399441055744.0  # 1.5 * 2^52: x + SHIFTER rounds x to an integer, held in the low bits
+SHIFTER_BITS = int(np.array([SHIFTER]).view(np.int64)[0])
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _exp_reduced(x):
-    """``(e^t, k)`` with ``e^x = e^t 2^k`` for ``x`` clamped below at EXP_FLOOR: Cody-Waite range reduction
-    (``x = k ln2 + t``, ``|t| <= ln2 / 2``, ln 2 in two parts) and the Taylor polynomial of degree 13
-    (truncation < 4e-18 relative).  Scalar in, scalars out and no branch, so a loop calling it is
-    inlined and vectorized by the compiler, where libm's exp is one call per entry."""
+    """``(e^t, k + SHIFTER)`` with ``e^x = e^t 2^k`` for ``x`` clamped below at EXP_FLOOR: Cody-Waite range
+    reduction (``x = k ln2 + t``, ``|t| <= ln2 / 2``, ln 2 in two parts) and the Taylor polynomial of degree 13
+    (truncation < 4e-18 relative).  Scalar in, scalars out and no branch, so a loop calling it is inlined and
+    vectorized by the compiler, where libm's exp is one call per entry.  ``k`` is rounded by adding SHIFTER
+    (1.5 2^52: the sum's last place is 1) and handed back as that sum, whose low bits are ``k`` in integer form
+    (:func:`_exp_scale`): AVX2 has no packed float64 -> int64 conversion, and with one the loop ran
+    scalar (4.2 against 2.5 ns per exp on a Zen 3 core)."""
     x = x if x > EXP_FLOOR else EXP_FLOOR
-    k = math.floor(x * LOG2E + 0.5)
+    kf = x * LOG2E + SHIFTER
+    k = kf - SHIFTER  # exact: an integer, |k| <= 1022
     t = (x - k * LN2_HI) - k * LN2_LO
     v = EXP_TAYLOR[13]
     for deg in range(12, -1, -1):
         v = v * t + EXP_TAYLOR[deg]
-    return v, np.int64(k)
+    return v, kf
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _exp_scale(kbits):
+    """In place: the bits of ``k + SHIFTER`` (from :func:`_exp_reduced`) -> the bits of the float64 ``2^k``
+    (integer arithmetic only: vectorized)."""
+    for r in range(kbits.shape[0]):
+        kbits[r] = (kbits[r] - SHIFTER_BITS + 1023) << 52
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -250,9 +265,10 @@ def vector_exp(x):
     kbits = np.empty(n, dtype=np.int64)
     kscale = kbits.view(np.float64)
     for r in range(n):
-        v, k = _exp_reduced(x[r])
+        v, kf = _exp_reduced(x[r])
         out[r] = v
-        kbits[r] = (k + 1023) << 52
+        kscale[r] = kf
+    _exp_scale(kbits)
     for r in range(n):
         v = out[r] * kscale[r]
         out[r] = v if x[r] > EXP_FLOOR else 0.0
@@ -310,6 +326,262 @@ def _log_sample_fallback(A, ptr, ent_p, ent_logc, i, ey, wi, a, G, Sg):
 
 # error_model="numpy": no ZeroDivisionError check (a branch per division, which also blocks vectorizing);
 # every divisor here is >= 1, >= 1e-280 or tested > 0 first.
+@njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
+def _row_dots(Cd, Ex2, sq, out):
+    """``out[i] = <Cd[i], Ex2[sq[i]]>``: the dense kernel's per-sample sums over their tokens, with the
+    reassociation that lets the compiler keep vector partial sums (a fixed order for a given build; without it
+    a dot product runs as one scalar chain, or as scalar partial sums: 4.4 against 2.2 us per step at
+    256 x 50).  Its own function so that the flag reaches nothing else, in particular not the exp's range
+    reduction, whose two-part subtraction reassociation would undo."""
+    for i in range(Cd.shape[0]):
+        b = sq[i]
+        s = 0.0
+        for u in range(Cd.shape[1]):
+            s += Cd[i, u] * Ex2[b, u]
+        out[i] = s
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _gd_dense_log(A0, w, ptr, ylab, sq, ent_p, ent_c, ent_logc, pu, pq, MUt, MQt, K, eta, normalized, cps, tol,
+                  outB, outL):
+    """:func:`_gd_core` for ``-log`` under Assumption 1 on the dense block (``Packed.ints[8]``): the whole state
+    in the dense ``Q x U`` layout, row ``b`` the query ``Q_b``, column ``u`` the token ``U_u``.
+
+    The pair-list form of the block path moved every quantity between ``P`` and the dense block each step
+    (a max and a shift per query block, a scatter of the exps, a gather of ``R``, a scatter of ``G``, a gather
+    of ``Y``: ~10 indexed passes over ``P``, half of a step at ``P = 2,429``).  Here ``A``, ``B``, ``G``, ``Y``
+    and the exps live in the block itself, and every pass is a contiguous, vectorized loop over it.  Off ``P``
+    (3-5% of the block at the benchmark's sizes) ``A`` is ``-inf``, so its exp is 0 and it never wins a row's
+    max, ``G`` is 0, and the update is masked so that ``A`` stays ``-inf`` there; ``B`` is gathered on ``P``
+    only at checkpoints.  Same arithmetic as the pair-list form, up to the order of ``<G, Y>`` and the
+    normalized floor's sums (rounding level, normalized GD only).
+    """
+    P = A0.shape[0]
+    m = w.shape[0]
+    nu = MUt.shape[0]
+    nq = MQt.shape[0]
+    N = nq * nu
+    pd = np.empty(P, dtype=np.int64)  # pair p's place in the block
+    for p in range(P):
+        pd[p] = pq[p] * nu + pu[p]
+    ent_d = np.empty(ent_p.shape[0], dtype=np.int64)
+    for r in range(ent_p.shape[0]):
+        ent_d[r] = pd[ent_p[r]]
+    A = np.full(N, -math.inf)
+    mk = np.zeros(N)  # 1 on P: the update's mask
+    pnorm = np.zeros(N)  # ||e_j|| ||e_k|| of pair (j, k), 0 off P
+    for p in range(P):
+        A[pd[p]] = A0[p]
+        mk[pd[p]] = 1.0
+        pnorm[pd[p]] = math.sqrt(max(MUt[pu[p], pu[p]], 0.0) * max(MQt[pq[p], pq[p]], 0.0))
+    # Cd[i, u]: count of token U_u in sample i except its label's; cy / pyl: the label's count and place.
+    Cd = np.zeros((m, nu))
+    cy = np.zeros(m)
+    pyl = np.zeros(m, dtype=np.int64)
+    maxn = 1
+    for i in range(m):
+        maxn = max(maxn, ptr[i + 1] - ptr[i])
+        for r in range(ptr[i], ptr[i + 1]):
+            if r != ylab[i]:
+                Cd[i, pu[ent_p[r]]] = ent_c[r]
+        if ylab[i] >= 0:
+            cy[i] = ent_c[ylab[i]]
+            pyl[i] = ent_d[ylab[i]]
+    B = np.zeros(N)
+    G = np.zeros(N)
+    Y = np.zeros(N)
+    Sg = np.zeros(N)  # natural scale of G, for normalized GD's floor
+    Ex = np.zeros(N)
+    Rd = np.zeros(N)  # R of each pair: sum_i w_i c_ij / S_i over the samples of its query
+    xs = np.zeros(N)  # A - its row's max
+    kbits = np.zeros(N, dtype=np.int64)  # 2^k of exp's range reduction, as float64 bits
+    kscale = kbits.view(np.float64)
+    G2 = G.reshape((nq, nu))
+    Y2 = Y.reshape((nq, nu))
+    A2 = A.reshape((nq, nu))
+    Ex2 = Ex.reshape((nq, nu))
+    Rd2 = Rd.reshape((nq, nu))
+    xs2 = xs.reshape((nq, nu))
+    others = np.zeros(m)
+    Z = np.zeros((nq, nu))
+    qmax = np.zeros(nq)
+    a = np.zeros(maxn)
+    fulps = 4.0 * (K + 2) * EPS  # theory.losses.floor_ulps(K) * eps
+    ncp = cps.shape[0]
+    c = 0
+    last = cps[ncp - 1]
+    t = 0
+    again = False
+    while t <= last:
+        record = t == cps[c]
+        want_loss = record or again
+        # ---- 1. exps: each row's max (four independent chains, as _gd_core), the shift, vector_exp's loops
+        ok = True
+        L = 0.0
+        for b in range(nq):
+            s = b * nu
+            e = s + nu
+            m0 = -math.inf
+            m1 = -math.inf
+            m2 = -math.inf
+            m3 = -math.inf
+            r = s
+            while r + 4 <= e:
+                if A[r] > m0:
+                    m0 = A[r]
+                if A[r + 1] > m1:
+                    m1 = A[r + 1]
+                if A[r + 2] > m2:
+                    m2 = A[r + 2]
+                if A[r + 3] > m3:
+                    m3 = A[r + 3]
+                r += 4
+            while r < e:
+                if A[r] > m0:
+                    m0 = A[r]
+                r += 1
+            mx = max(max(m0, m1), max(m2, m3))
+            if not math.isfinite(mx):
+                ok = False
+                break
+            qmax[b] = mx
+            for u in range(nu):
+                xs2[b, u] = A2[b, u] - mx
+        if ok:
+            for r in range(N):
+                v, kf = _exp_reduced(xs[r])
+                Ex[r] = v
+                kscale[r] = kf
+            _exp_scale(kbits)
+            for r in range(N):
+                v = Ex[r] * kscale[r]
+                Ex[r] = v if xs[r] > EXP_FLOOR else 0.0
+        # ---- 2. the gradient: other_i = <Cd_i, Ex_b> and R_b += f_i Cd_i per sample, then G = label part + Ex R
+        if not ok:
+            L = math.nan
+        else:
+            for r in range(N):
+                Rd[r] = 0.0
+                G[r] = 0.0
+                Sg[r] = 0.0
+            _row_dots(Cd, Ex2, sq, others)
+            for i in range(m):
+                ey = ylab[i]
+                if ey < 0:
+                    L = math.inf  # label absent: -log u = inf
+                    ok = False
+                    break
+                b = sq[i]
+                other = others[i]
+                py = pyl[i]
+                S = other + cy[i] * Ex[py]
+                ell = 0.0
+                if S >= 1e-280 and S < math.inf:
+                    f = w[i] / S
+                    for u in range(nu):
+                        Rd2[b, u] += f * Cd[i, u]
+                    G[py] -= f * other  # w (a_y - 1) = -w (1 - a_y), without the cancellation
+                    Sg[py] += f * other
+                    if want_loss:
+                        ell = qmax[b] + math.log(S) - (A[py] + ent_logc[ey])
+                else:
+                    ell_i = _log_sample_fallback(A, ptr, ent_d, ent_logc, i, ey, w[i], a, G, Sg)
+                    if math.isnan(ell_i):
+                        L = math.nan
+                        ok = False
+                        break
+                    if want_loss:
+                        ell = ell_i
+                L += w[i] * ell
+            if ok:
+                for r in range(N):
+                    v = Ex[r] * Rd[r]
+                    G[r] += v
+                    Sg[r] += v
+        if ok and not math.isfinite(L):
+            ok = False
+        if again:  # stationary to tolerance: the remaining checkpoints hold the current state
+            while c < ncp:
+                for p in range(P):
+                    outB[c, p] = B[pd[p]]
+                outL[c] = L
+                c += 1
+            return STOPPED, t
+        if record:
+            for p in range(P):
+                outB[c, p] = B[pd[p]]
+            outL[c] = L
+            c += 1
+        if c == ncp:
+            return OK, t
+        if not ok:
+            return DIVERGED, t
+        # ---- 3. Y = M[Q,Q]^T (G M[U,U]^T): the transpose of M[U,U] G M[Q,Q] in the same association, by two dgemm
+        g0m = 0.0
+        g1m = 0.0
+        g2m = 0.0
+        g3m = 0.0
+        r = 0
+        while r + 4 <= N:
+            if abs(G[r]) > g0m:
+                g0m = abs(G[r])
+            if abs(G[r + 1]) > g1m:
+                g1m = abs(G[r + 1])
+            if abs(G[r + 2]) > g2m:
+                g2m = abs(G[r + 2])
+            if abs(G[r + 3]) > g3m:
+                g3m = abs(G[r + 3])
+            r += 4
+        while r < N:
+            if abs(G[r]) > g0m:
+                g0m = abs(G[r])
+            r += 1
+        gmax = max(max(g0m, g1m), max(g2m, g3m))
+        ig = 1.0 / gmax if gmax > 0.0 else 1.0
+        np.dot(G2, MUt, Z)
+        np.dot(MQt, Z, Y2)
+        q0 = 0.0
+        q1 = 0.0
+        q2 = 0.0
+        q3 = 0.0
+        r = 0
+        while r + 4 <= N:  # G is 0 off P: the sum is <G, Y> over P
+            q0 += (G[r] * ig) * (Y[r] * ig)
+            q1 += (G[r + 1] * ig) * (Y[r + 1] * ig)
+            q2 += (G[r + 2] * ig) * (Y[r + 2] * ig)
+            q3 += (G[r + 3] * ig) * (Y[r + 3] * ig)
+            r += 4
+        while r < N:
+            q0 += (G[r] * ig) * (Y[r] * ig)
+            r += 1
+        gn2 = (q0 + q1) + (q2 + q3)
+        gn = math.sqrt(gn2) if gn2 > 0.0 else 0.0
+        if gmax > 0.0:
+            gn *= gmax
+        if tol > 0.0 and gn < tol:
+            if not record:
+                again = True
+                continue
+            while c < ncp:
+                for p in range(P):
+                    outB[c, p] = B[pd[p]]
+                outL[c] = L
+                c += 1
+            return STOPPED, t
+        s = eta
+        if normalized:
+            floor = 0.0
+            for r in range(N):
+                floor += Sg[r] * pnorm[r]
+            floor *= fulps
+            s = eta / gn if gn > floor else 0.0
+        for r in range(N):
+            A[r] -= s * (Y[r] * mk[r])  # off P: -inf - 0, A stays -inf
+            B[r] += s * G[r]
+        t += 1
+    return OK, last
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
     """Token-space GD on P for one packed problem (``Packed.ints``, ``Packed.floats``).
@@ -364,6 +636,9 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
     HT = fb[o:o + K * K].reshape((K, K))
     o += K * K
     KmatT = fb[o:o + P * P].reshape((P, P)) if mode == UPDATE_KMAT else fb[o:o].reshape((0, 0))
+    if dgrad:
+        return _gd_dense_log(fb[0:P], w, ptr, ylab, sq, ent_p, ent_c, ent_logc, pu, pq, MUt, MQt, K, eta, normalized,
+                             cps, tol, outB, outL)
     if mode == UPDATE_BLOCK:
         MU = MUt.T.copy()  # MU[a, b] = M[U_a, U_b]
         MQ = MQt.T.copy()  # MQ[a, b] = M[Q_a, Q_b]
@@ -380,26 +655,6 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
     maxn = 1
     for i in range(m):
         maxn = max(maxn, ptr[i + 1] - ptr[i])
-    # Dense gradient (dgrad): Cd[i, u] = count of token U_u in sample i except its label's, cy / pyl the
-    # label's count and pair; ExT[b, u] = ex of pair (U_u, Q_b) (0 off P), RdT[b, u] = R of that pair.
-    # Rows padded to whole groups of 8 for the partial sums.
-    nup = ((nu + 7) // 8) * 8 if dgrad else 0
-    Cd = np.zeros((m if dgrad else 0, nup))
-    cy = np.zeros(m if dgrad else 0)
-    pyl = np.zeros(m if dgrad else 0, dtype=np.int64)
-    ExT = np.zeros((nq if dgrad else 0, nup))
-    RdT = np.zeros((nq if dgrad else 0, nup))
-    kbits = np.zeros(P if dgrad else 0, dtype=np.int64)  # 2^k of exp's range reduction, as float64 bits
-    kscale = kbits.view(np.float64)
-    xs = np.zeros(P if dgrad else 0)  # A - its query block's max
-    if dgrad:
-        for i in range(m):
-            for r in range(ptr[i], ptr[i + 1]):
-                if r != ylab[i]:
-                    Cd[i, pu[ent_p[r]]] = ent_c[r]
-            if ylab[i] >= 0:
-                cy[i] = ent_c[ylab[i]]
-                pyl[i] = ent_p[ylab[i]]
     B = np.zeros(P)
     G = np.zeros(P)
     Y = np.zeros(P)
@@ -471,91 +726,12 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
                 ok = False
                 break
             qmax[b] = mx
-            if not dgrad:
-                for r in range(s, p):
-                    x = A[r] - mx
-                    ex[r] = math.exp(x) if x > EXP_FLOOR else 0.0
-        if ok and dgrad:
-            # exp as a branch-free loop the compiler vectorizes, as vector_exp (libm's exp is one call per
-            # entry: 2.2x the time of this loop on 2,429 exps): within 1 ulp of libm.  One pass over all
-            # of P, not one per query block: blocks of ~50 entries spent more in the vector loops'
-            # prologues and remainders than in the exps (11.7 against ~5 us per step at P = 2,429).
-            for r in range(P):
-                xs[r] = A[r] - qmax[pq[r]]
-            for r in range(P):
-                v, k = _exp_reduced(xs[r])
-                ex[r] = v
-                kbits[r] = (k + 1023) << 52
-            for r in range(P):
-                v = ex[r] * kscale[r]
-                ex[r] = v if xs[r] > EXP_FLOOR else 0.0
-            for r in range(P):
-                ExT[pq[r], pu[r]] = ex[r]
+            for r in range(s, p):
+                x = A[r] - mx
+                ex[r] = math.exp(x) if x > EXP_FLOOR else 0.0
         # ---- 2. the gradient G on P (and L when asked)
         if not ok:
             L = math.nan
-        elif dgrad:
-            # As the LOG_BIORTH branch below, with each sample's sums over its tokens as dense rows:
-            # other_i = <Cd_i, ExT_b> in eight interleaved partial sums (a fixed order, no serial chain
-            # of dependent adds), R_b += f_i Cd_i as an axpy.
-            for b in range(nq):
-                for j in range(nup):
-                    RdT[b, j] = 0.0
-            for p in range(P):
-                G[p] = 0.0
-                Sg[p] = 0.0
-            for i in range(m):
-                ey = ylab[i]
-                if ey < 0:
-                    L = math.inf  # label absent: -log u = inf
-                    ok = False
-                    break
-                b = sq[i]
-                s0_ = 0.0
-                s1_ = 0.0
-                s2_ = 0.0
-                s3_ = 0.0
-                s4_ = 0.0
-                s5_ = 0.0
-                s6_ = 0.0
-                s7_ = 0.0
-                for j in range(0, nup, 8):
-                    s0_ += Cd[i, j] * ExT[b, j]
-                    s1_ += Cd[i, j + 1] * ExT[b, j + 1]
-                    s2_ += Cd[i, j + 2] * ExT[b, j + 2]
-                    s3_ += Cd[i, j + 3] * ExT[b, j + 3]
-                    s4_ += Cd[i, j + 4] * ExT[b, j + 4]
-                    s5_ += Cd[i, j + 5] * ExT[b, j + 5]
-                    s6_ += Cd[i, j + 6] * ExT[b, j + 6]
-                    s7_ += Cd[i, j + 7] * ExT[b, j + 7]
-                other = ((s0_ + s1_) + (s2_ + s3_)) + ((s4_ + s5_) + (s6_ + s7_))
-                py = pyl[i]
-                S = other + cy[i] * ex[py]
-                ell = 0.0
-                if S >= 1e-280 and S < math.inf:
-                    f = w[i] / S
-                    for j in range(nup):
-                        RdT[b, j] += f * Cd[i, j]
-                    G[py] -= f * other  # w (a_y - 1) = -w (1 - a_y), without the cancellation
-                    Sg[py] += f * other
-                    if want_loss:
-                        ell = qmax[b] + math.log(S) - (A[py] + ent_logc[ey])
-                else:
-                    ell_i = _log_sample_fallback(A, ptr, ent_p, ent_logc, i, ey, w[i], a, G, Sg)
-                    if math.isnan(ell_i):
-                        L = math.nan
-                        ok = False
-                        break
-                    if want_loss:
-                        ell = ell_i
-                L += w[i] * ell
-            if ok:
-                for p in range(P):
-                    v = ex[p] * RdT[pq[p], pu[p]]
-                    gp = G[p] + v
-                    G[p] = gp
-                    Sg[p] += v
-                    Gd[pu[p], pq[p]] = gp  # the block update's input, scattered here in the same pass
         elif code == LOG_BIORTH:
             for p in range(P):
                 G[p] = 0.0
@@ -762,9 +938,8 @@ def _gd_core(ib, fb, eta, normalized, cps, tol, outB, outL):
             # Gd = G on the U x Q block (zero off P); Zd = M[U,U] Gd and Yd = Zd M[Q,Q] by BLAS dgemm
             # (np.dot with out=: no allocation); Y = Yd on P.  dgemm is ~5x the vectorized axpy loops at
             # |U| = |Q| = 50 (register blocking); OpenBLAS stays on one thread below m n k = 262144.
-            if not dgrad:
-                for p in range(P):
-                    Gd[pu[p], pq[p]] = G[p]
+            for p in range(P):
+                Gd[pu[p], pq[p]] = G[p]
             np.dot(MU, Gd, Zd)
             np.dot(Zd, MQ, Yd)
             # <G, Y> in four partial sums: one chain of dependent adds cost ~3 us per step at P = 2,429
