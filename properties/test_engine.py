@@ -305,6 +305,32 @@ def test_large_problems_use_the_dense_gradient_and_match_the_reference():
                    A0, data, M, 0.1, cps, normalized, problem, ref)
 
 
+def test_dense_gradient_falls_back_for_a_sample_whose_shifted_sum_underflows():
+    """Samples 1 and 2 share the query 2: sample 1 is tokens {0, 2} (scores 0), sample 2 is {1, 2} with
+    A[1, 2] = 800.  Shifted by the query's max (800), sample 1's sum is e^-800, below 1e-280: it must take
+    the per-sample fallback (its own max shift), which in the dense-state kernel reads the block through the
+    entries' block places (sample 0, of query 1, makes them differ from the pair indices).  Forced onto that
+    kernel: L(0) is log 2 for samples 0 and 1 over three samples (by hand: the pair-shifted formula alone
+    would give inf), and the trajectory equals the numpy reference's."""
+    E = np.eye(3)
+    problem = Problem.create(E, [[0, 1], [0, 2], [1, 2]], [0, 0, 1], "log")
+    data = TokenData.from_problem(problem)
+    M = problem.gram
+    A0 = np.zeros((3, 3))
+    A0[1, 2] = 800.0
+    cps = np.array([0, 1, 5, 20])
+    with _forced_update("block-dense-gradient"):
+        assert Packed(A0, data, M).ints[8] == 1, "precondition: the dense-state kernel is used"
+        want = 2 * np.log(2) / 3
+        for normalized in (False, True):
+            B, L = gd_compiled(A0, data, M, 0.1, cps, normalized)
+            assert abs(L[0] - want) <= 1e-15, f"L(0) = {L[0]!r}, expected 2 log(2) / 3 = {want!r}"
+            ref = gd_numpy(A0, data, M, 0.1, cps, normalized)
+            _check_run(f"underflowing sample, normalized={normalized}",
+                       lambda A, c: gd_compiled(A, data, M, 0.1, c, normalized), A0, data, M, 0.1, cps, normalized,
+                       problem, ref)
+
+
 # ------------------------------------------------------------------------------------------------
 # Batched == one at a time
 # ------------------------------------------------------------------------------------------------
