@@ -494,23 +494,37 @@ def test_run_gd_engines_agree_and_reject_unknown_names():
         run_gd(A0, data, problem.gram, 0.5, [0, 1], False, "torch")
 
 
-def test_early_stop_at_gradient_tolerance():
+# The update path each forced mode must select: Packed.ints[7] (UPDATE_*) and ints[8] (dense gradient).
+_FORCED_PATH = {"kmat": (1, 0), "sparse": (0, 0), "block": (2, 0), "block-dense-gradient": (2, 1)}
+
+
+@pytest.mark.parametrize("mode", [None, *_forced_update.SETTINGS])
+def test_early_stop_at_gradient_tolerance(mode):
     """With W^svm = 0 plain GD converges to a finite minimizer; with ``tol`` the engine stops at the first
-    step whose ||grad_W L||_F (recomputed here with theory.losses) is below tol, not before."""
+    step whose ||grad_W L||_F (recomputed here with theory.losses) is below tol, not before -- on the path
+    the engine picks and on each forced one (each kernel has its own stopping code: the stop falls between
+    checkpoints, so the loss is re-evaluated at the stopping state)."""
+    from contextlib import nullcontext
+
     from theory.losses import loss_and_grad_scores
 
     problem = _svm_zero_problem()
     data = TokenData.from_problem(problem)
     E, M = problem.E, problem.gram
     tol = 1e-4
-    B, L, step = gd_compiled(np.zeros((3, 3)), data, M, 1.0, [0, 10, 10**6], tol=tol, return_steps=True)
+    with _forced_update(mode) if mode else nullcontext():
+        if mode:
+            used = Packed(np.zeros((3, 3)), data, M).ints
+            assert (int(used[7]), int(used[8])) == _FORCED_PATH[mode], f"{mode}: path {used[7]}, {used[8]}"
+        B, L, step = gd_compiled(np.zeros((3, 3)), data, M, 1.0, [0, 10, 10**6], tol=tol, return_steps=True)
     assert step < 10**6, "did not stop"
     _, G = loss_and_grad_scores(-M @ B[-1] @ M, data)
     assert np.linalg.norm(E.T @ G @ E) < tol
-    full, _ = gd_numpy(np.zeros((3, 3)), data, M, 1.0, [step - 1, step])
+    full, Lfull = gd_numpy(np.zeros((3, 3)), data, M, 1.0, [step - 1, step])
     _, G_prev = loss_and_grad_scores(-M @ full[0] @ M, data)
     assert np.linalg.norm(E.T @ G_prev @ E) >= tol, "stopped later than the first step below tol"
     _check("B at the stop vs the reference", full[1], B[-1], problem)
+    _check("L at the stop vs the reference", Lfull[1], L[-1], problem)
 
 
 # ------------------------------------------------------------------------------------------------
