@@ -11,6 +11,7 @@ direction is rounding noise in any implementation, so normalized runs here move 
 from __future__ import annotations
 
 import re
+from contextlib import nullcontext
 from dataclasses import replace
 
 import numpy as np
@@ -20,7 +21,8 @@ from hypothesis import strategies as st
 
 from properties.judging import scaled
 from reports.record import record_inputs
-from theory.engine import EXP_FLOOR, Packed, gd_batch, gd_compiled, vector_exp
+from theory.engine import (EXP_FLOOR, UPDATE_BLOCK, UPDATE_KMAT, UPDATE_SPARSE, Packed, gd_batch, gd_compiled,
+                           vector_exp)
 from theory.losses import TokenData, loss_and_grad_scores
 from theory.problem import LOSSES, Problem
 from theory.training import gd_numpy, run_gd
@@ -494,8 +496,10 @@ def test_run_gd_engines_agree_and_reject_unknown_names():
         run_gd(A0, data, problem.gram, 0.5, [0, 1], False, "torch")
 
 
-# The update path each forced mode must select: Packed.ints[7] (UPDATE_*) and ints[8] (dense gradient).
-_FORCED_PATH = {"kmat": (1, 0), "sparse": (0, 0), "block": (2, 0), "block-dense-gradient": (2, 1)}
+# The path each forced mode selects on a -log problem under Assumption 1: Packed.ints[7] (update mode) and
+# ints[8] (dense gradient).
+_FORCED_PATH = {"kmat": (UPDATE_KMAT, 0), "sparse": (UPDATE_SPARSE, 0), "block": (UPDATE_BLOCK, 0),
+                "block-dense-gradient": (UPDATE_BLOCK, 1)}
 
 
 @pytest.mark.parametrize("mode", [None, *_forced_update.SETTINGS])
@@ -504,18 +508,13 @@ def test_early_stop_at_gradient_tolerance(mode):
     step whose ||grad_W L||_F (recomputed here with theory.losses) is below tol, not before -- on the path
     the engine picks and on each forced one (each kernel has its own stopping code: the stop falls between
     checkpoints, so the loss is re-evaluated at the stopping state)."""
-    from contextlib import nullcontext
-
-    from theory.losses import loss_and_grad_scores
-
     problem = _svm_zero_problem()
     data = TokenData.from_problem(problem)
     E, M = problem.E, problem.gram
     tol = 1e-4
     with _forced_update(mode) if mode else nullcontext():
-        if mode:
-            used = Packed(np.zeros((3, 3)), data, M).ints
-            assert (int(used[7]), int(used[8])) == _FORCED_PATH[mode], f"{mode}: path {used[7]}, {used[8]}"
+        used = Packed(np.zeros((3, 3)), data, M).ints
+        assert mode is None or (used[7], used[8]) == _FORCED_PATH[mode], f"{mode}: path {used[7]}, {used[8]}"
         B, L, step = gd_compiled(np.zeros((3, 3)), data, M, 1.0, [0, 10, 10**6], tol=tol, return_steps=True)
     assert step < 10**6, "did not stop"
     _, G = loss_and_grad_scores(-M @ B[-1] @ M, data)
