@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import NonInteractiveExampleWarning
 
 from strategies.problems import problems
-from theory.analysis import analyze
+from theory.li2024.analysis import analyze
 
 
 def main() -> None:

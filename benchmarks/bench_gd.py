@@ -31,10 +31,10 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from theory.engine import gd_compiled, warm_up  # noqa: E402
-from theory.losses import TokenData  # noqa: E402
-from theory.problem import Problem  # noqa: E402
-from theory.training import gd_numpy  # noqa: E402
+from theory.li2024.engine import gd_compiled, warm_up  # noqa: E402
+from theory.li2024.losses import TokenData  # noqa: E402
+from theory.core.problem import Problem  # noqa: E402
+from theory.li2024.training import gd_numpy  # noqa: E402
 
 SETTINGS = [(6, 4, 6, 8), (64, 16, 20, 32), (256, 32, 50, 64)]  # (n, T, K, d); the first is the paper's
 ETA = 0.1

@@ -5,7 +5,7 @@
 
 Every number comes from this one process: each property of ``properties/test_scansnap_*.py`` (the
 parametrized bad-input tests excepted: they integrate nothing) runs twice, once with
-``theory.scansnap.ENGINE = "numpy"`` (the integrator and population GD before the rework) and once with
+``theory.tian2023.model.ENGINE = "numpy"`` (the integrator and population GD before the rework) and once with
 ``"compiled"``, at the profile's example counts.  The profile is derandomized for the benchmark (database
 off), so both runs see the same examples.  Times are CPU seconds of this process (``time.process_time``),
 robust to other load on the machine; compilation is loaded from numba's cache before anything is timed.
@@ -26,8 +26,8 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-MODULES = ["properties.test_scansnap_model", "properties.test_scansnap_theorems",
-           "properties.test_scansnap_reproductions"]
+MODULES = ["properties.tian2023.test_model", "properties.tian2023.test_theorems",
+           "properties.tian2023.test_reproductions"]
 
 
 def main(argv=None):
@@ -48,8 +48,8 @@ def main(argv=None):
 
     import numpy as np
 
-    import theory.scansnap as ss
-    from theory.scansnap import integrate, population_gd, syn_layout
+    import theory.tian2023.model as ss
+    from theory.tian2023.model import integrate, population_gd, syn_layout
 
     cl = syn_layout(1, 2, 1, 2)          # load (or compile once) the kernels outside the timings
     integrate(cl, 1.0, eta_y=1.0, eta_z=1.0, decoder="free", n_eval=2)

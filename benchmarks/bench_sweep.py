@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from theory import sweep  # noqa: E402
+from theory.run import sweep  # noqa: E402
 
 
 def main() -> None:

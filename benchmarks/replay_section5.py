@@ -1,5 +1,5 @@
-"""Replay a Section 5 case in float64 (compiled engine) and with 50-digit gradients (theory.exact.gd_extended)
-and print the statistics that ``properties/test_section5.py`` judges, side by side: the pseudo-TPG at τ/10
+"""Replay a Section 5 case in float64 (compiled engine) and with 50-digit gradients (theory.core.exact.gd_extended)
+and print the statistics that ``properties/li2024/test_section5.py`` judges, side by side: the pseudo-TPG at τ/10
 and τ, whether the selection settled, and the incremental direction against the pseudo-TPG Graph-SVM.
 
     python benchmarks/replay_section5.py examples/section5_counterexample.json [--steps 200000]
@@ -15,12 +15,12 @@ import time
 
 import numpy as np
 
-from theory import criteria
-from theory.analysis import analyze
-from theory.losses import TokenData, safe_step
-from theory.problem import Problem
-from theory.pseudo import pseudo_svm, pseudo_tpgs
-from theory.training import run_gd
+from theory.li2024 import criteria
+from theory.li2024.analysis import analyze
+from theory.li2024.losses import TokenData, safe_step
+from theory.core.problem import Problem
+from theory.li2024.pseudo import pseudo_svm, pseudo_tpgs
+from theory.li2024.training import run_gd
 
 
 def stats(p, Ws, steps):

@@ -22,14 +22,14 @@ from hypothesis.statistics import collector  # noqa: E402
 
 def property_under_test(name: str):
     if name == "theorem2":
-        from properties import test_theorem2 as m
+        from properties.li2024 import test_theorem2 as m
 
         return m.test_theorem2_regularization_path_converges.hypothesis.inner_test, {
             "dp": m.drawn_problems(structures=m.NONZERO_SVM, max_condition=m.REGPATH_CONDITION)}
     if name == "theorem1":
         from hypothesis import strategies as st
 
-        from properties import test_theorem1 as m
+        from properties.li2024 import test_theorem1 as m
 
         return m.test_gd_log_loss_converges_to_svm_direction_and_finite_part.hypothesis.inner_test, {
             "data": st.data(), "fraction": m.step_fractions}

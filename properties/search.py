@@ -4,7 +4,7 @@ search need to find what it should?
 :func:`first_failure` runs a generate-only Hypothesis search (no shrinking, no database, a fixed seed) and
 returns the 1-based index of the first example that satisfies ``condition``, or ``None`` within ``budget``.
 :func:`assert_found_within` turns that into an assertion whose message says what was searched, with which
-seed, and how far it got.  Helpers are tested in ``properties/test_search_helpers.py``.
+seed, and how far it got.  Helpers are tested in ``properties/suite/test_search_helpers.py``.
 """
 from __future__ import annotations
 

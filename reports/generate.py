@@ -233,7 +233,7 @@ def _sweeps(run: dict, run_dir: Path) -> list[dict]:
     for f in sorted({p.resolve() for d in folders if d.is_dir() for p in d.glob("*.jsonl")}):
         entry = {"file": str(f), "name": f.stem}
         try:
-            from theory.sweep import figure, read_records
+            from theory.run.sweep import figure, read_records
 
             recs = read_records(f)
             counts: dict = {}

@@ -23,7 +23,7 @@ import numpy as np
 from hypothesis import event
 from hypothesis import strategies as st
 
-from theory.problem import Problem
+from theory.core.problem import Problem
 
 SHAPES = ("acyclic", "cyclic", "mixed", "svm_zero")
 EMBEDDINGS = ("orthonormal", "gaussian", "ill_conditioned", "nearly_collinear")
@@ -270,13 +270,13 @@ def drawn_problems(draw, structures=None, embedding_kinds=st.sampled_from(EMBEDD
 
 
 # Condition number of the "badly conditioned" embeddings in training properties: the time unit τ₀ of
-# theory.criteria grows like κ⁴, and κ <= 3 keeps 10⁴ τ₀ under criteria.MAX_STEPS for almost every
+# theory.li2024.criteria grows like κ⁴, and κ <= 3 keeps 10⁴ τ₀ under criteria.MAX_STEPS for almost every
 # structure (rare nearly-collinear Gaussian draws exceed it; the Theorem 1 properties count them).
 TRAIN_CONDITION = 3.0
 
 
 def trainable_problems(shapes=("acyclic", "cyclic", "mixed")):
-    """Problems whose GD can be judged on the finite budget of :mod:`theory.criteria` (W^svm != 0 unless
+    """Problems whose GD can be judged on the finite budget of :mod:`theory.li2024.criteria` (W^svm != 0 unless
     ``shapes`` asks for ``svm_zero``)."""
     return drawn_problems(structures=structures_of(list(shapes)), max_condition=TRAIN_CONDITION)
 

@@ -28,7 +28,7 @@ RELAXATIONS = ("head", "label_absent", "loss", "step", "dependent")
 @dataclass(frozen=True)
 class RelaxedCase:
     relaxation: str
-    problem: "object"  # theory.problem.Problem, the relaxed problem that GD trains on
+    problem: "object"  # theory.core.problem.Problem, the relaxed problem that GD trains on
     theory_problem: "object"  # the same data under the theory's assumptions (log loss, default head)
     step_factor: float  # GD step = step_factor x the safe step of the theory problem
     note: str

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from theory.scansnap import SequenceClasses, make_classes
+from theory.tian2023.model import SequenceClasses, make_classes
 
 
 def probabilities(min_value: float = 0.1, max_value: float = 1.0):

@@ -1,4 +1,4 @@
-from theory.cli import main
+from theory.run.cli import main
 
 # Guarded as a precaution: sweep --workers N starts worker processes (Dask, multiprocessing "spawn"), and
 # a spawned child may import the parent's main module.  (Dask's nanny does not re-run it today: checked.)

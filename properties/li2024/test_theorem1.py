@@ -1,0 +1,350 @@
+"""Theorem 1 (Li et al. 2024): GD on the log loss under Assumptions 1-2.
+
+``Π_{S_fin} W(τ) -> W^fin`` and ``W(τ)/||W(τ)|| -> W^svm/||W^svm||``; when ``W^svm = 0``, GD converges to a
+finite minimizer.  Judged on a finite budget by :mod:`theory.li2024.criteria` (rate-aware; the budget is
+``10^4`` time units ``τ₀ = ||W^svm||²/η``), and calibrated here: the same criterion must reject the
+same trajectories when the target is wrong.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from properties.helpers import assert_close, assert_verdict, describe, note_problem
+from properties.judging import aim, not_judged, scaled
+from reports.record import record_metrics
+from strategies import trainable_problems
+from theory.li2024 import criteria
+from theory.li2024.analysis import analyze
+from theory.li2024.losses import safe_step
+from theory.core.problem import Problem
+from theory.li2024.training import train
+
+theorem_problems = trainable_problems()
+zero_problems = trainable_problems(shapes=("svm_zero",))
+
+
+@st.composite
+def initial_weights(draw, d: int):
+    """A random ``W(0)`` (Theorem 1 holds from any start): scale 0 .. 1, seeded.  Larger starts are as
+    valid but cost ``e^{gap}`` more steps (see :func:`theory.li2024.criteria.time_unit`)."""
+    scale = draw(st.sampled_from([0.0, 0.1, 0.5, 1.0]), label="init_scale")
+    seed = draw(st.integers(0, 2**16), label="init_seed")
+    return scale * np.random.default_rng(seed).normal(size=(d, d))
+
+
+step_fractions = st.sampled_from([1.0, 0.5, 0.25])  # of the safe step 1/β
+
+
+def run_theorem1(problem, W0, fraction):
+    """``(analysis, trajectory)`` at Theorem 1's budget (not judged when it exceeds MAX_STEPS)."""
+    an = analyze(problem)
+    eta = fraction * safe_step(problem)
+    steps, need = criteria.run_budget(an, eta, W0)
+    # Judged only where the finite budget reaches the asymptotic regime (10^4 time units within
+    # MAX_STEPS); rare nearly-collinear Gaussian embeddings and rare starts far from the ⇒ edges' boundary
+    # (either side: criteria.start_gap) need more and are counted, not judged.
+    if need > criteria.MAX_STEPS:
+        not_judged("10^4 time units exceed MAX_STEPS")
+    return an, train(problem, steps, eta, W0=W0, analysis=an)
+
+
+# Judged share of generated examples, ci profile (derandomized): 78-89% (the rest: draws the problem
+# strategy rejects, and 1 nearly-collinear draw whose budget exceeds MAX_STEPS).  The floor leaves room
+# for the random profiles' spread; a fall below it means the strategy or the budget rule changed.
+JUDGED_FLOOR = 0.6
+
+
+@pytest.mark.theorem("Theorem 1")
+@pytest.mark.judged(floor=JUDGED_FLOOR)
+@given(data=st.data(), fraction=step_fractions)
+def test_gd_log_loss_converges_to_svm_direction_and_finite_part(data, fraction):
+    dp = data.draw(theorem_problems, label="problem")
+    p = dp.problem
+    W0 = data.draw(initial_weights(p.d), label="W0")
+    an, traj = run_theorem1(p, W0, fraction)
+    note_problem(p, an)
+    assert an.svm.norm > 0, f"strategy promised a ⇒ edge: {describe(p)}"
+    verdict, traj = criteria.theorem1_escalated(traj, an, lambda steps: train(p, steps, traj.eta, W0=W0, analysis=an))
+    event(f"budget escalated={'escalated_from' in verdict.measures}")
+    for label, score in criteria.theorem1_edges(verdict).items():
+        aim(f"theorem1 {label}", score, describe(p))
+    assert_verdict(verdict, p, "Theorem 1 (GD, log loss)")
+
+
+# W^svm = 0: GD converges to W^fin like e^{-t/τ}, τ = 1 / (η λ_min) with λ_min the smallest curvature of
+# L̃ on S_fin at W^fin.  The criterion's decade ratio (theory.li2024.criteria.finite_convergence) is
+# (e^{-x/10} - e^{-x}) / (e^{-x/100} - e^{-x/10}) at budget T = x τ: 0.69 at x = 10, 0.51 at x = 12, 0.07 at
+# x = 30.  Stress found both x = 12 cases (seeds 1769151185 and 72702926: λ_min = 8.7e-5 and 4.3e-5, τ =
+# 8.2e3 and 8.2e4 steps, ratios 0.503 at 1e5 and 0.5036 at 1e6 steps).  The budget is therefore at least
+# FINITE_TAU_BUDGET τ; runs whose budget would pass the escalation cap are counted, not judged.
+FINITE_TAU_BUDGET = 30
+
+
+@pytest.mark.theorem("Theorem 1")
+@pytest.mark.judged(floor=JUDGED_FLOOR)
+@given(data=st.data(), fraction=step_fractions)
+def test_gd_converges_to_finite_minimizer_when_svm_is_zero(data, fraction):
+    p = data.draw(zero_problems, label="problem").problem
+    W0 = data.draw(initial_weights(p.d), label="W0")
+    an = analyze(p, bound=True)
+    note_problem(p, an)
+    assert an.svm.norm == 0
+    eta = fraction * safe_step(p)
+    lam = an.finite.min_curvature
+    tau = 1.0 / (eta * lam) if lam else 0.0
+    steps = max(criteria.MIN_STEPS, int(np.ceil(FINITE_TAU_BUDGET * tau)))
+    if steps > criteria.ESCALATE_MAX_STEPS:
+        not_judged(f"{FINITE_TAU_BUDGET} convergence time constants exceed the step cap")
+    event(f"budget from the time constant={steps > criteria.MIN_STEPS}")
+    traj = train(p, steps, eta, W0=W0, analysis=an)
+    verdict, traj = criteria.finite_convergence_escalated(traj, lambda steps: train(p, steps, eta, W0=W0, analysis=an))
+    event(f"budget escalated={'escalated_from' in verdict.measures}")
+    assert_verdict(verdict, p, "W^svm = 0: GD converges")
+    # With no ⇒ edge L̃ = L, so the finite limit's S_fin part is W^fin itself; the part of W(0) that GD
+    # never touches (outside the span of the gradients) stays as it was.
+    assert_close(an.space.project(traj.final.W), an.finite.W, 1e-5, "Π_S W(τ) vs W^fin", p)
+
+
+def _wrong_direction(an, angle_deg, seed):
+    """A unit direction at ``angle_deg`` from W^svm inside the span of the constraint matrices E^T (.) E."""
+    rng = np.random.default_rng(seed)
+    E = an.problem.E
+    N = E.T @ rng.normal(size=(an.problem.K, an.problem.K)) @ E
+    Wh = an.svm.W / an.svm.norm
+    N -= np.sum(N * Wh) * Wh
+    N /= np.linalg.norm(N)
+    a = np.deg2rad(angle_deg)
+    return np.cos(a) * Wh + np.sin(a) * N
+
+
+@pytest.mark.theorem("Theorem 1")
+@pytest.mark.judged(floor=JUDGED_FLOOR)
+@given(data=st.data())
+def test_criterion_rejects_a_wrong_target(data):
+    """Calibration: the trajectories the criterion accepts are rejected against a target direction 35°
+    away from W^svm (same norm), or against a W^fin moved by 0.2 inside S_fin.  (35°: the direction
+    converges like 1/log τ, and the budget resolves 15-20° in the worst valid cases.)
+
+    The true target is judged as the property judges it (:func:`theory.li2024.criteria.theorem1_escalated`), and
+    the wrong targets by the same rule that accepted it: at the budget, or, when the truth needed the
+    escalation, at 10x with the budget's verdict as ``earlier``."""
+    from dataclasses import replace
+
+    dp = data.draw(theorem_problems, label="problem")
+    p = dp.problem
+    W0 = data.draw(initial_weights(p.d), label="W0")
+    an, traj = run_theorem1(p, W0, 1.0)
+    truth, judged = criteria.theorem1_escalated(traj, an, lambda steps: train(p, steps, traj.eta, W0=W0, analysis=an))
+    assert truth.passed, f"precondition: the true target passes: {truth}\nproblem file: {describe(p)}"
+    escalated = judged is not traj
+    event(f"truth accepted after the escalation={escalated}")
+
+    def verdict(target):
+        if not escalated:
+            return criteria.theorem1(traj, target)
+        return criteria.theorem1(judged, target, earlier=criteria.theorem1(traj, target))
+
+    wrong_svm = replace(an.svm, W=an.svm.norm * _wrong_direction(an, 35.0, data.draw(st.integers(0, 99), label="seed")))
+    v = verdict(replace(an, svm=wrong_svm))
+    assert not v.passed, f"criterion accepted a direction 35° off W^svm: {v}\nproblem file: {describe(p)}"
+    if an.space.dim:
+        shift = an.space.compose(np.ones(an.space.dim) / np.sqrt(an.space.dim)) * 0.2
+        wrong_fin = replace(an.finite, W=an.finite.W + shift)
+        v = verdict(replace(an, finite=wrong_fin))
+        assert not v.passed, f"criterion accepted a W^fin off by 0.2: {v}\nproblem file: {describe(p)}"
+        event("calibrated finite part")
+
+
+@pytest.mark.theorem("Theorem 1")
+@pytest.mark.judged(floor=JUDGED_FLOOR)
+@given(data=st.data())
+def test_criterion_rejects_a_stalled_run(data):
+    """Calibration of the rate-aware growth checks: the same trajectory with its last decade frozen
+    (W(τ) held at W(τ/10), as a finite minimizer would be) is not accepted by Theorem 1's criterion, and
+    the unfrozen one (log growth) is not accepted by the W^svm = 0 criterion."""
+    from dataclasses import replace
+
+    p = data.draw(theorem_problems, label="problem").problem
+    an, traj = run_theorem1(p, np.zeros((p.d, p.d)), 1.0)
+    frozen = list(traj.checkpoints)
+    mid = criteria._at(traj, traj.final.step / 10)
+    frozen[-1] = replace(mid, step=traj.final.step)
+    v = criteria.theorem1(replace(traj, checkpoints=frozen), an)
+    assert not v.passed, f"criterion accepted a run whose W stopped moving: {v}\nproblem file: {describe(p)}"
+    # And the converse: the W^svm = 0 criterion rejects this logarithmically growing run, at the budget
+    # and after its escalation to 10x.
+    v, _ = criteria.finite_convergence_escalated(traj, lambda steps: train(p, steps, safe_step(p), analysis=an))
+    assert not v.passed, f"finite-convergence criterion accepted a log-growing run: {v}\nproblem file: {describe(p)}"
+    assert "escalated_from" in v.measures or criteria.escalation_steps(traj.final.step) is None, v
+
+
+# The trend calibration trains every example twice (budget and 10x, ~0.4 s), hence its smaller example
+# count; examples whose budget is above MIN_STEPS (a second run of more than 1e6 steps) are counted, not
+# judged (2-4% of stress examples, three seeds of 200).
+TREND_ANGLES = (15.0, 20.0, 25.0, 30.0)
+
+
+@pytest.mark.theorem("Theorem 1")
+@pytest.mark.judged(floor=JUDGED_FLOOR)
+@settings(max_examples=scaled(8))
+@given(data=st.data())
+def test_direction_trend_rejects_a_slightly_wrong_target(data):
+    """Calibration of the escalated direction rule (:func:`theory.li2024.criteria.direction_trend`): a target
+    15-30° off W^svm, whose ``tan θ · ln(τ/τ₀)`` is in the band the trend decides, is rejected by
+    :func:`theory.li2024.criteria.theorem1_escalated` (at the first budget, or at 10x by the cap or the trend),
+    while the true target is accepted on the same two trajectories."""
+    from dataclasses import replace
+
+    p = data.draw(theorem_problems, label="problem").problem
+    an, traj = run_theorem1(p, np.zeros((p.d, p.d)), 1.0)
+    if traj.final.step > criteria.MIN_STEPS:
+        not_judged("budget above MIN_STEPS (the second training would be 10x that)")
+    longer = train(p, criteria.escalation_steps(traj.final.step), traj.eta, analysis=an)
+    angle = data.draw(st.sampled_from(TREND_ANGLES), label="angle")
+    wrong = replace(an, svm=replace(an.svm, W=an.svm.norm * _wrong_direction(an, angle, data.draw(st.integers(0, 99), label="seed"))))
+    first = criteria.theorem1(traj, wrong)
+    v, _ = criteria.theorem1_escalated(traj, wrong, lambda steps: longer)
+    how = ("first budget" if first.passed else "cap" if v.measures["direction_rate"] > criteria.DIRECTION_RATE_ESCALATED
+           else "trend" if "direction_trend" in v.measures else "other")
+    event(f"wrong target {angle:g}° decided by: {how}")
+    if angle == TREND_ANGLES[0] and first.passed:
+        # 15° is below the first budget's resolution in some valid problems (product 2.5-3.0 < 3.0); the
+        # escalation is not entered then, and the cases that do enter it must still fail.
+        return
+    assert not v.passed, f"escalated criterion accepted a target {angle:g}° off W^svm: {v}\nproblem file: {describe(p)}"
+    truth, _ = criteria.theorem1_escalated(traj, an, lambda steps: longer)
+    assert truth.passed, f"true target rejected on the calibration's own trajectories: {truth}\nproblem file: {describe(p)}"
+
+
+def test_problem_dependent_direction_constant_is_accepted_by_its_trend():
+    """Stress-found (seed 4039340030): a valid problem whose ``tan θ · ln(τ/τ₀)`` tends to a constant
+    above DIRECTION_RATE -- 3.14 at 1e5 steps, 3.12 at 1e6, 3.06 at 1e7 -- as the theory's ``A / ln τ``
+    rate predicts.  The first verdict fails on the cap, the escalated one passes by the trend, and a
+    target 20° off still fails on the same trajectories."""
+    from dataclasses import replace
+
+    p = Problem.load("examples/theorem1_direction_constant.json")
+    an = analyze(p)
+    eta = safe_step(p)
+    traj = train(p, criteria.budget(an.svm.norm, eta), eta, analysis=an)
+    first = criteria.theorem1(traj, an)
+    assert not first.passed and first.measures["direction_rate"] > criteria.DIRECTION_RATE, \
+        f"the case is about a direction rate above the cap: {first}"
+    longer = train(p, criteria.escalation_steps(traj.final.step), eta, analysis=an)
+    v, _ = criteria.theorem1_escalated(traj, an, lambda steps: longer)
+    assert v.passed, str(v)
+    wrong = replace(an, svm=replace(an.svm, W=an.svm.norm * _wrong_direction(an, 20.0, 0)))
+    assert not criteria.theorem1_escalated(traj, wrong, lambda steps: longer)[0].passed
+
+
+@pytest.mark.theorem("Theorem 1")
+def test_slow_finite_convergence_is_judged_after_escalation():
+    """Stress seed 1769151185 (see :func:`theory.li2024.criteria.finite_convergence_escalated`): W^svm = 0, GD at
+    half the safe step from 0 converges with a time constant near a tenth of the budget: at 1e5 steps the
+    moves shrank only x0.503 over the last decade, the verdict fails there, and passes at 1e6 with W moved
+    by 1.6e-6 over its last decade.  Π_S W(τ) then matches W^fin."""
+    p = Problem.load("examples/finite_convergence_slow.json")
+    an = analyze(p)
+    assert an.svm.norm == 0
+    eta = 0.5 * safe_step(p)
+    traj = train(p, criteria.MIN_STEPS, eta, analysis=an)
+    assert not criteria.finite_convergence(traj).passed, "the case is about a verdict that fails at the budget"
+    verdict, longer = criteria.finite_convergence_escalated(traj, lambda steps: train(p, steps, eta, analysis=an))
+    assert verdict.passed and verdict.measures["escalated_from"] == criteria.MIN_STEPS, verdict
+    assert_close(an.space.project(longer.final.W), an.finite.W, 1e-5, "Π_S W(τ) vs W^fin", p)
+
+
+@pytest.mark.theorem("Theorem 1")
+def test_finite_convergence_budget_follows_the_time_constant():
+    """Stress seed 72702926: τ = 1/(η λ_min) = 8.2e4 steps, so even the escalated 1e6 steps are 12 τ (decade
+    ratio 0.5036, Π_S W off W^fin by 2.2e-5).  At FINITE_TAU_BUDGET τ the verdict holds without escalation
+    and Π_S W(τ) matches W^fin; at the fixed budget and its escalation it does not."""
+    p = Problem.load("examples/finite_convergence_slower.json")
+    an = analyze(p, bound=True)
+    eta = 0.25 * safe_step(p)
+    tau = 1.0 / (eta * an.finite.min_curvature)
+    fixed, _ = criteria.finite_convergence_escalated(train(p, criteria.MIN_STEPS, eta, analysis=an),
+                                                     lambda steps: train(p, steps, eta, analysis=an))
+    assert not fixed.passed, f"the case is about a budget short of the time constant: {fixed}"
+    traj = train(p, int(np.ceil(FINITE_TAU_BUDGET * tau)), eta, analysis=an)
+    verdict = criteria.finite_convergence(traj)
+    assert verdict.passed, verdict
+    assert_close(an.space.project(traj.final.W), an.finite.W, 1e-5, "Π_S W(τ) vs W^fin", p)
+
+
+def _corr(W, an):
+    return float(np.sum(W * an.svm.W) / (an.svm.norm * np.linalg.norm(W)))
+
+
+@pytest.mark.theorem("Theorem 1")
+def test_correlation_may_dip_when_a_tight_row_has_a_zero_multiplier():
+    """Stress seed 2512207974 (see :mod:`theory.li2024.criteria`, point 2): three tight ``⇒`` rows in W^svm with
+    multipliers (22.4, 0, 22.4) -- the degenerate case, where ρ drifts like log log τ.  The raw correlation
+    falls over the judged decade (it bottoms out near 6e5 steps), which the criterion once called a
+    failure; it is accepted by the direction, growth and finite checks, and a target 35° off still fails
+    on the same trajectories."""
+    from dataclasses import replace
+
+    p = Problem.load("examples/theorem1_degenerate_correlation_dip.json")
+    an = analyze(p)
+    duals, margins = np.asarray(an.svm.duals), np.asarray(an.svm.margins)
+    assert np.all(np.abs(margins - 1) < 1e-9) and duals.min() == 0, \
+        f"the case is about a tight row with a zero multiplier: margins {margins}, duals {duals}"
+    W0 = 0.1 * np.random.default_rng(0).normal(size=(p.d, p.d))
+    eta = safe_step(p)
+    traj = train(p, criteria.run_budget(an, eta, W0)[0], eta, W0=W0, analysis=an)
+    v, longer = criteria.theorem1_escalated(traj, an, lambda steps: train(p, steps, eta, W0=W0, analysis=an))
+    assert v.passed, str(v)
+    mid = criteria._at(longer, longer.final.step / 10)
+    assert _corr(longer.final.W, an) < _corr(mid.W, an), "the case is about a correlation that falls"
+    wrong = replace(an, svm=replace(an.svm, W=an.svm.norm * _wrong_direction(an, 35.0, 0)))
+    assert not criteria.theorem1_escalated(traj, wrong, lambda steps: longer)[0].passed
+
+
+@pytest.mark.theorem("Theorem 1")
+def test_finite_error_crossing_zero_is_not_a_stall():
+    """Stress seed 2824523862 (see :mod:`theory.li2024.criteria`, point 3): dim S_fin = 1 and the finite error
+    crosses 0 near 10⁴ steps, so at the budget (10⁵) its value at τ/10 (1.2e-5) was below the end value
+    (1.8e-5) although it fell 10x per decade on either side.  Judged against the largest value over the
+    decade before, the run passes at the budget; a W^fin moved by 0.2 still fails."""
+    from dataclasses import replace
+
+    p = Problem.load("examples/theorem1_finite_error_crossing.json")
+    an = analyze(p)
+    assert an.space.dim == 1
+    eta = safe_step(p)
+    traj = train(p, criteria.budget(an.svm.norm, eta), eta, analysis=an)
+    err = lambda c: float(np.linalg.norm(an.space.project(c.W) - an.finite.W))  # noqa: E731
+    assert err(criteria._at(traj, traj.final.step / 10)) < err(traj.final), "the case is about a crossing"
+    v = criteria.theorem1(traj, an)
+    assert v.passed, str(v)
+    shift = an.space.compose(np.ones(1)) * 0.2
+    assert not criteria.theorem1(traj, replace(an, finite=replace(an.finite, W=an.finite.W + shift))).passed
+
+
+@pytest.mark.theorem("Theorem 1")
+def test_favorable_start_delays_the_log_regime():
+    """Stress seed 3220947494 (see :func:`theory.li2024.criteria.start_gap`): ``W(0)`` already separates the ⇒
+    edges by ``s = 9.77``, so the coefficient along ``W^svm`` grows like ``n ln(1 + τ/τ₁)`` with
+    ``τ₁ ≈ e^s τ₀``: its per-decade gain still grows at 10⁵ and 10⁶ steps (ratios 4.9 and 1.9) and settles
+    at 10⁷.  The budget rule that counted only adverse gaps judged it at 10⁵ steps and failed it; with the
+    favorable side it is not judged, and the theorem does hold there: the run passes the criterion at 10⁷."""
+    p = Problem.load("examples/theorem1_favorable_start.json")
+    an = analyze(p)
+    W0 = np.random.default_rng(802).normal(size=(p.d, p.d))  # the property's initial_weights: scale 1, seed 802
+    eta = safe_step(p)
+    s = criteria.start_gap(an, W0)
+    assert criteria.adverse_gap(an, W0) == 0 and s > 9, f"the case is about a favorable start: gap {s:.3g}"
+    old_need = 10**criteria.DECADES * criteria.time_unit(an.svm.norm, eta, criteria.adverse_gap(an, W0))
+    _, need = criteria.run_budget(an, eta, W0)
+    assert old_need <= criteria.MAX_STEPS < need, (old_need, need)
+    ratios = []
+    for steps in (100_000, 1_000_000, 10_000_000):
+        v = criteria.theorem1(train(p, steps, eta, W0=W0, analysis=an), an)
+        ratios.append(v.measures["growth_ratio"])
+        record_metrics(**{f"growth_ratio_{steps:.0e}": ratios[-1]})
+    assert ratios[0] > ratios[1] > ratios[2] >= 1.0, f"not a transient settling into log growth: {ratios}"
+    assert v.passed, str(v)

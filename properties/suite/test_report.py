@@ -1,0 +1,474 @@
+"""The HTML report: a small synthetic run is reported completely and correctly.
+
+Two ways in:
+
+* the generator alone, on synthetic collected data written by hand (fast; checks every section, the
+  images, the dashboard numbers, the card budget and ``python -m reports.generate``);
+* a real nested ``pytest`` run of a synthetic suite in a temporary folder, with and without
+  ``-n 2`` (checks the plugin end to end: Hypothesis statistics, events, records, problem files in the
+  run folder, the worker files merged by the controller, ``latest``, the re-run and replay commands).
+
+The nested runs use a subprocess so their ``TPG_REPORT_DIR`` never touches this run's.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from reports import generate
+from reports.plugin import replay_command
+
+pytestmark = pytest.mark.theorem("Report")
+
+REPO = Path(__file__).resolve().parents[2]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+# --------------------------------------------------------------------------------------------------
+# Parsing the report
+# --------------------------------------------------------------------------------------------------
+
+class Page(HTMLParser):
+    """What the checks need from a report: ids, images, inline SVGs, text, external references."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.ids: set[str] = set()
+        self.images: list[str] = []
+        self.svgs = 0
+        self.svg_rects = 0
+        self.external: list[str] = []
+        self.text_parts: list[str] = []
+        self.open_tags: list[str] = []
+        self.feed(text)
+        self.close()
+        self.text = " ".join(" ".join(self.text_parts).split())
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.add(a["id"])
+        if tag == "img":
+            self.images.append(a.get("src", ""))
+        if tag == "svg":
+            self.svgs += 1
+        if tag == "rect":
+            self.svg_rects += 1
+        for key in ("src", "href"):
+            v = a.get(key) or ""
+            if v.startswith(("http:", "https:", "//")) or (tag in ("script", "link") and v):
+                self.external.append(v)
+        if tag in ("script", "link"):
+            self.external.append(tag)
+
+    def handle_data(self, data):
+        self.text_parts.append(data)
+
+
+def check_page(path: Path) -> Page:
+    """The checks every report must pass: parses, all sections, non-empty images, nothing fetched."""
+    text = path.read_text(encoding="utf-8")
+    page = Page(text)
+    missing = [s for s in generate.SECTIONS if s not in page.ids]
+    assert not missing, f"sections missing from {path}: {missing}"
+    for src in page.images:
+        assert src.startswith("data:image/png;base64,"), f"image not inlined: {src[:60]}"
+        data = base64.b64decode(src.split(",", 1)[1], validate=True)
+        assert data.startswith(PNG_MAGIC) and len(data) > 500, "empty or broken PNG"
+    assert not page.external, f"the report fetches something when opened: {page.external}"
+    return page
+
+
+# --------------------------------------------------------------------------------------------------
+# The generator on hand-written collected data
+# --------------------------------------------------------------------------------------------------
+
+def _graphs():
+    # G^(2): 0 <-> 1 form a cycle that has priority over 3 and over the query 2.
+    return {"2": {"edges": [[0, 1], [1, 0], [0, 2], [1, 3], [0, 3]], "sccs": [[0, 1], [2], [3]]},
+            "4": {"edges": [[3, 4], [3, 0]], "sccs": [[3], [4], [0]]}}
+
+
+def _card(title):
+    return {"title": title, "problem": {"embeddings": [[1, 0], [0, 1]], "sequences": [[0, 1, 3, 2], [3, 0, 4]],
+                                        "labels": [0, 3], "loss": "log"},
+            "what_fails": "correlation below 0.9", "amount": 0.42, "problem_file": "/nonexistent/p.json",
+            "replay": "python -m theory check p.json", "graphs": _graphs(),
+            "svm_tokens": [[0, 1.5, -1], [0.2, 0, 0], [-1, 0, 0.5]], "fin_tokens": [[0.1, 0, 0], [0, -0.3, 0], [0, 0, 0.2]],
+            "curves": {"tau": [1, 10, 100, 1000], "correlation": [0.2, 0.6, 0.9, 0.97],
+                       "finite_error": [3.0, 1.0, 0.3, 0.1]}}
+
+
+def _hyp(examples, events=None, shrinks=0):
+    return {"examples": examples, "invalid": 2, "failing": int(shrinks > 0), "shrink_steps": shrinks,
+            "shrinks_successful": shrinks // 2, "stopped_because": "settings.max_examples=12",
+            "events": events or {}, "event_cases": examples, "median_runtime": 0.001,
+            "phases": {"generate": {"cases": examples + 2, "valid": examples, "interesting": 0, "invalid": 2,
+                                    "seconds": 0.05}}}
+
+
+def write_synthetic_run(run_dir: Path, n_cards: int = 2) -> None:
+    """A run folder as the plugin would leave it: run.json and two workers' JSON lines."""
+    (run_dir / "data").mkdir(parents=True)
+    run = {"run_id": run_dir.name, "started": "2024-05-01T10:00:00+00:00", "finished": "2024-05-01T10:00:09+00:00",
+           "profile": "stress", "derandomize": False, "seed": 1234, "seed_chosen_by_report": True,
+           "args": ["-n", "2"], "rootdir": "/repo", "workers": 2, "duration_s": 9.0, "exitstatus": 1,
+           "versions": {"python": "3.11", "hypothesis": "6"}, "max_cards": 1,
+           "outcomes": {"properties/test_b.py::test_crashed": {"outcome": "failed", "duration": 1.0,
+                                                               "text": "worker 'gw1' crashed"}}}
+    (run_dir / "run.json").write_text(json.dumps(run))
+    inputs = [{"K": k, "n": 3, "T": 3, "n_sccs": k % 3 + 1, "dim_sfin": 1, "svm_norm": 1.0 + k / 7} for k in range(2, 9)]
+    gw0 = [
+        {"nodeid": "properties/test_a.py::test_t1", "worker": "gw0", "theorem": "Theorem 1", "outcome": "passed",
+         "duration": 2.5, "text": "", "hypothesis": [_hyp(12, {"cyclic": 7, "acyclic": 5})],
+         "records": {"inputs": inputs, "metrics": [{"mean correlation": 0.98}]}},
+        {"nodeid": "properties/test_a.py::test_t2", "worker": "gw0", "theorem": "Theorem 2", "outcome": "failed",
+         "duration": 1.5, "text": "AssertionError: corr 0.42 < 0.9", "reproduce_blob": "@reproduce_failure('6', b'AA')",
+         "hypothesis": [_hyp(5, shrinks=8)],
+         "records": {"counterexample": [_card(f"card {i}") for i in range(n_cards)]}},
+    ]
+    gw1 = [
+        {"nodeid": "properties/test_b.py::test_relax", "worker": "gw1", "theorem": "Relaxations", "outcome": "passed",
+         "duration": 0.2, "text": "", "hypothesis": [],
+         "records": {"relaxation": [{"theorem": "Theorem 1", "relaxation": "label not in context",
+                                     "expected": "may fail", "outcome": "fails", "reason": "W^svm infeasible"}] * 3}},
+        {"nodeid": "properties/test_b.py::test_plain", "worker": "gw1", "theorem": "test_b", "outcome": "skipped",
+         "duration": 0.0, "text": "skipped: synthetic", "hypothesis": [], "records": {}},
+    ]
+    for name, lines in (("gw0", gw0), ("gw1", gw1)):
+        (run_dir / "data" / f"{name}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def test_generator_renders_every_section(tmp_path):
+    run_dir = tmp_path / "20240501-100000-abcd"
+    write_synthetic_run(run_dir, n_cards=3)
+    out = generate.render(run_dir)
+    page = check_page(out)
+    # One TPG drawing, one heatmap pair, one curve pair for the single card drawn in full (max_cards=1).
+    assert len(page.images) == 3, len(page.images)
+    assert page.svgs >= 6 and page.svg_rects > 0, "input histograms missing"
+    text = page.text
+    for needle in ("Theorem 1", "Theorem 2", "Automaton", "Section 5", "Relaxations",  # dashboard rows
+                   "stress", "1234", "--hypothesis-seed=1234", "--hypothesis-profile=stress",  # run + re-run
+                   "cyclic", "settings.max_examples=12",  # Hypothesis events and why it stopped
+                   "label not in context", "W^svm infeasible", "×3",  # relaxation row, deduplicated
+                   "@reproduce_failure", "-p no:xdist",  # the failing test's replay
+                   "worker 'gw1' crashed",  # a test only the controller saw
+                   "K (vocabulary)", "||W^svm||", "mean correlation"):
+        assert needle in text, f"{needle!r} not in the report"
+    assert text.count("Drawings left out") == 2, "card budget not applied"
+    assert "no property ran" in text  # Automaton / Section 5 had none
+    # The dashboard row of Theorem 2: 1 property, 5 examples generated, 5 judged (100%), 0 passed, 1 failed.
+    row = text[text.index("Theorem 2 Li et al. 2024"):][:70]
+    assert row.split()[6:12] == ["1", "5", "5", "(100%)", "0", "1"], row
+
+
+def test_generator_cli_and_bad_folder(tmp_path):
+    run_dir = tmp_path / "run"
+    write_synthetic_run(run_dir)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "reports.generate", str(run_dir)], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    check_page(run_dir / "index.html")
+    bad = subprocess.run([sys.executable, "-m", "reports.generate", str(tmp_path / "nothing")], capture_output=True,
+                         text=True, env=env, cwd=tmp_path, timeout=120)
+    assert bad.returncode == 2 and "not a run folder" in bad.stderr
+
+
+def test_truncated_worker_line_is_skipped(tmp_path):
+    run_dir = tmp_path / "run"
+    write_synthetic_run(run_dir)
+    with open(run_dir / "data" / "gw1.jsonl", "a") as fh:
+        fh.write('{"nodeid": "properties/test_b.py::test_cut", "outc')  # a worker killed mid-write
+    page = check_page(generate.render(run_dir))
+    assert "test_relax" in page.text and "test_cut" not in page.text
+
+
+# --------------------------------------------------------------------------------------------------
+# A real nested pytest run of a synthetic suite
+# --------------------------------------------------------------------------------------------------
+
+SYNTH_CONFTEST = """
+from hypothesis import settings
+pytest_plugins = ["reports.plugin"]
+settings.register_profile("ci", max_examples=15, derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("stress", max_examples=20, derandomize=False, deadline=None, print_blob=True)
+settings.load_profile("ci")
+"""
+
+SYNTH_TESTS = '''
+import json
+import numpy as np
+import pytest
+from hypothesis import event, given, strategies as st
+from reports.record import (record_counterexample, record_figure, record_inputs, record_metrics,
+                            record_relaxation, report_dir)
+
+GRAPHS = {"2": {"edges": [[0, 1], [1, 0], [0, 2]], "sccs": [[0, 1], [2]]}}
+
+@pytest.mark.theorem("Theorem 1")
+@given(st.integers(2, 9), st.integers(1, 6))
+def test_holds(K, n):
+    """A property that holds."""
+    record_inputs(K=K, n=n, T=min(K, 3), n_sccs=K // 2, dim_sfin=K - 1, svm_norm=float(K) ** 0.5)
+    event("cyclic" if K % 2 else "acyclic")
+
+@pytest.mark.theorem("Theorem 2")
+@given(st.integers(0, 1000))
+def test_breaks(x):
+    """Fails for x >= 10: records one card, writes its problem file into the run folder."""
+    record_inputs(K=x)
+    if x >= 10:
+        problem = {"embeddings": [[1, 0, 0], [0, 1, 0], [0, 0, 1]], "sequences": [[0, 1, 2]], "labels": [0], "loss": "log"}
+        path = report_dir() / "problem-breaks.json"
+        path.write_text(json.dumps(problem))
+        record_counterexample(title=f"x = {x}", problem=problem, what_fails="x too large", amount=x,
+                              problem_file=str(path), replay=f"python -m theory check {path}", E=np.eye(3),
+                              graphs=GRAPHS, svm_tokens=np.eye(3), fin_tokens=-np.eye(3),
+                              curves={"tau": [1, 10, 100], "correlation": [0.1, 0.5, 0.9], "finite_error": [1, 0.1, 0.01]})
+    assert x < 10
+
+@pytest.mark.theorem("Relaxations")
+def test_relaxed():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import io
+    fig, ax = plt.subplots(figsize=(2, 1.5)); ax.plot([0, 1], [1, 0]); buf = io.BytesIO(); fig.savefig(buf, format="png")
+    record_figure("a figure", buf.getvalue())
+    record_relaxation(theorem="Theorem 1", relaxation="tied head", expected="fails", outcome="fails", reason="synthetic")
+    record_metrics(mean=0.5)
+
+@pytest.mark.skip(reason="synthetic skip")
+def test_skipped():
+    pass
+
+def test_unmarked():
+    pass
+'''
+
+
+def run_synthetic(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, Path]:
+    (tmp_path / "conftest.py").write_text(SYNTH_CONFTEST)
+    (tmp_path / "test_synth.py").write_text(textwrap.dedent(SYNTH_TESTS))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("PYTEST_ADDOPTS", None)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--rootdir", str(tmp_path),
+                           "--report-root", str(tmp_path / "reports"), *args, "test_synth.py"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    latest = tmp_path / "reports" / "latest"
+    assert latest.exists(), f"no reports/latest\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done, latest.resolve()
+
+
+@pytest.mark.parametrize("workers", [None, "2"], ids=["no-xdist", "xdist-2"])
+def test_nested_run_is_reported(tmp_path, workers):
+    args = ["-n", workers] if workers else ["-p", "no:xdist"]
+    done, run_dir = run_synthetic(tmp_path, *args)
+    assert done.returncode == 1, done.stdout[-3000:]  # test_breaks fails; the report must not hide it
+    assert "HTML report:" in done.stdout and "WARNING tpg-report" not in done.stdout, done.stdout[-3000:]
+    data_files = sorted(p.name for p in (run_dir / "data").glob("*.jsonl"))
+    if workers:
+        assert data_files and all(f.startswith("gw") for f in data_files), data_files
+    else:
+        assert data_files == ["main.jsonl"]
+    run = generate.load_run(run_dir)
+    assert run["workers"] == (2 if workers else 0)
+    tests = run["tests"]
+    assert {t.split("::")[1] for t in tests} == {"test_holds", "test_breaks", "test_relaxed", "test_skipped",
+                                                 "test_unmarked"}, sorted(tests)
+    holds = tests["test_synth.py::test_holds"]
+    assert holds["outcome"] == "passed" and holds["theorem"] == "Theorem 1"
+    assert holds["hypothesis"][0]["examples"] == 15 and set(holds["hypothesis"][0]["events"]) == {"cyclic", "acyclic"}
+    assert len(holds["records"]["inputs"]) >= 15
+    breaks = tests["test_synth.py::test_breaks"]
+    assert breaks["outcome"] == "failed" and breaks["hypothesis"][0]["shrink_steps"] > 0
+    # Inputs met while shrinking are not coverage: only the examples tried plus the final replay.
+    assert len(breaks["records"]["inputs"]) <= breaks["hypothesis"][0]["examples"] + 1
+    assert breaks["reproduce_blob"] and breaks["reproduce_blob"].startswith("@reproduce_failure")
+    cards = breaks["records"]["counterexample"]
+    assert [c["title"] for c in cards] == ["x = 10"], "one card, from the shrunk example"
+    assert (run_dir / "problem-breaks.json").exists(), "problem file not written into the run folder"
+    assert tests["test_synth.py::test_skipped"]["outcome"] == "skipped"
+    assert tests["test_synth.py::test_unmarked"]["theorem"] == "test_synth"
+    page = check_page(run_dir / "index.html")
+    assert len(page.images) == 4  # the recorded figure + the card's graph, heatmaps and curves
+    assert "x too large" in page.text and "problem-breaks.json" in page.text
+    assert "test_breaks( x=10, )" in page.text, "Hypothesis's falsifying example not shown"
+    assert "python -m pytest test_synth.py::test_breaks -p no:xdist --hypothesis-profile=ci" in page.text
+
+
+def test_stress_run_gets_a_seed_that_replays(tmp_path):
+    """A random profile gets a seed, handed to the xdist workers; the report's replay command (no xdist)
+    then draws exactly the examples the worker drew."""
+    done, run_dir = run_synthetic(tmp_path, "-n", "2", "--hypothesis-profile=stress", "-k", "holds")
+    assert done.returncode == 0, done.stdout[-3000:]
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["profile"] == "stress" and isinstance(run["seed"], int)
+    assert f"--hypothesis-seed={run['seed']}" in run["rerun"] and "--hypothesis-profile=stress" in run["rerun"]
+    first = generate.load_run(run_dir)["tests"]["test_synth.py::test_holds"]["records"]["inputs"]
+    command = shlex.split(replay_command(run, "test_synth.py::test_holds"))
+    assert command[:3] == ["python", "-m", "pytest"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    subprocess.run([sys.executable, *command[1:], "--report-root", str(tmp_path / "reports")],
+                   capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    run_dir2 = (tmp_path / "reports" / "latest").resolve()
+    assert run_dir2 != run_dir
+    second = generate.load_run(run_dir2)["tests"]["test_synth.py::test_holds"]["records"]["inputs"]
+    assert len(first) == 20 and first == second
+
+
+def test_failure_replays_from_its_blob(tmp_path):
+    """A failing test's replay command (report card) carries its blob: run as printed, it executes the
+    shrunk failing example once and fails; a malformed blob or a selection of several Hypothesis tests
+    is a one-line usage error."""
+    done, run_dir = run_synthetic(tmp_path, "-n", "2", "--hypothesis-profile=stress", "-k", "breaks")
+    assert done.returncode == 1, done.stdout[-3000:]
+    run = generate.load_run(run_dir)
+    breaks = run["tests"]["test_synth.py::test_breaks"]
+    command = shlex.split(replay_command(run, "test_synth.py::test_breaks", breaks["reproduce_blob"]))
+    assert command[-1] == "--replay-blob=" + breaks["reproduce_blob"].lstrip("@"), command
+    assert "--replay-blob=reproduce_failure(" in (run_dir / "index.html").read_text(), "the card gives no blob replay"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("PYTEST_ADDOPTS", None)
+
+    def run_replay(*args):
+        return subprocess.run([sys.executable, *args, "--report-root", str(tmp_path / "reports")],
+                              capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+
+    replay = run_replay(*command[1:])
+    assert replay.returncode == 1 and "x=10" in replay.stdout, replay.stdout[-3000:]
+    again = generate.load_run((tmp_path / "reports" / "latest").resolve())["tests"]["test_synth.py::test_breaks"]
+    assert again["outcome"] == "failed" and again["records"]["inputs"] == [{"K": 10}], again["records"].get("inputs")
+    for bad in (["test_synth.py", "-p", "no:xdist", command[-1]],
+                ["test_synth.py::test_breaks", "-p", "no:xdist", "--replay-blob=not a blob!"]):
+        out = run_replay("-m", "pytest", *bad)
+        assert out.returncode == 4 and "--replay-blob" in out.stderr and "Traceback" not in out.stderr, \
+            (out.returncode, out.stderr[-2000:])
+
+
+def test_generation_failure_warns_but_keeps_the_result(tmp_path):
+    (tmp_path / "conftest.py").write_text(SYNTH_CONFTEST + "\nimport reports.generate as g\n"
+                                          "def _boom(*a, **k):\n    raise RuntimeError('synthetic breakage')\n"
+                                          "g.render = _boom\n")
+    (tmp_path / "test_ok.py").write_text("def test_ok():\n    pass\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
+                           "--rootdir", str(tmp_path), "--report-root", str(tmp_path / "reports")],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0 and "1 passed" in done.stdout
+    warnings = [line for line in done.stdout.splitlines() if "WARNING tpg-report" in line]
+    assert len(warnings) == 1 and "synthetic breakage" in warnings[0], done.stdout[-2000:]
+
+
+def test_old_runs_are_pruned_and_nothing_else(tmp_path):
+    from reports.plugin import _prune
+
+    runs = [tmp_path / f"20240501-1000{i:02d}-abcd" for i in range(5)]
+    for r in runs:
+        r.mkdir()
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "notes-20240501").mkdir()
+    _prune(tmp_path, runs[0], keep=2)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == sorted([runs[0].name, runs[3].name, runs[4].name, "notes-20240501", "templates"]), left
+
+
+# --------------------------------------------------------------------------------------------------
+# Judged, not just generated: the floor and the targets (properties/judging.py)
+# --------------------------------------------------------------------------------------------------
+
+SYNTH_JUDGED = '''
+import pytest
+from hypothesis import given, strategies as st
+from properties.judging import aim, not_judged
+
+@pytest.mark.judged(floor=0.5)
+@given(st.integers(0, 9))
+def test_mostly_rejected(x):
+    """Judges only x >= 8: about 20%, below its floor."""
+    if x < 8:
+        not_judged("x below 8")
+
+@pytest.mark.judged(floor=0.5)
+@given(st.integers(0, 999))
+def test_mostly_judged(x):
+    if x < 200:
+        not_judged("x below 200")
+    aim("closeness", x / 999, f"x={x}")
+
+@given(st.integers(0, 99))
+def test_default_floor(x):
+    """No marker: the default floor (50%) applies."""
+    if x < 90:
+        not_judged("x below 90")
+'''
+
+
+def test_judged_floor_and_targets_are_reported(tmp_path):
+    """A property that judged fewer examples than its floor fails with the counts by reason (marked or
+    by the default floor); one above it passes; its judged counts and best target reach the report."""
+    (tmp_path / "conftest.py").write_text(SYNTH_CONFTEST)
+    (tmp_path / "test_judged.py").write_text(textwrap.dedent(SYNTH_JUDGED))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("PYTEST_ADDOPTS", None)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
+                           "--rootdir", str(tmp_path), "--report-root", str(tmp_path / "reports"), "test_judged.py"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    out = done.stdout
+    assert done.returncode == 1, out[-3000:]
+    assert "FAILED test_judged.py::test_mostly_rejected" in out and "FAILED test_judged.py::test_default_floor" in out, out[-3000:]
+    assert "test_mostly_judged" not in out.split("short test summary")[-1], out[-3000:]
+    assert "below this property's floor of 50%; not judged: x below 8:" in out, out[-3000:]
+    run = generate.load_run((tmp_path / "reports" / "latest").resolve())
+    ok = run["tests"]["test_judged.py::test_mostly_judged"]
+    stats = ok["hypothesis"][-1]
+    assert stats["judged"] == 15 and set(stats["not_judged"]) <= {"x below 200"}, stats
+    assert ok["judged"]["floor"] == 0.5 and ok["judged"]["generated"] == 15 + sum(stats["not_judged"].values())
+    best = ok["records"]["targets"]
+    assert [e["label"] for e in best] == ["closeness"] and best[0]["example"] == f"x={round(best[0]['score'] * 999)}"
+    assert best[0]["score"] >= 200 / 999, best
+    page = check_page(tmp_path / "reports" / "latest" / "index.html")
+    assert "Closest to the edge" in page.text and "closeness" in page.text
+    assert "Judged 15 of" in page.text
+
+
+def test_observations_are_written_for_tyche(tmp_path):
+    """Every Hypothesis test case of the run is an observation line (Tyche's format: type, status,
+    representation, features) in the run folder, linked from the report; ``--no-observations`` turns it off."""
+    done, run_dir = run_synthetic(tmp_path, "-p", "no:xdist", "-k", "holds")
+    assert done.returncode == 0, done.stdout[-3000:]
+    lines = [json.loads(x) for x in (run_dir / "observations" / "main_testcases.jsonl").read_text().splitlines()]
+    cases = [o for o in lines if o["type"] == "test_case" and o["property"].endswith("test_holds")]
+    assert len(cases) >= 15 and {o["status"] for o in cases} == {"passed"}, [o["status"] for o in cases]
+    assert all("representation" in o and "features" in o for o in cases)
+    assert "observations/main_testcases.jsonl" in (run_dir / "index.html").read_text()
+    done, run_dir = run_synthetic(tmp_path, "-p", "no:xdist", "-k", "holds", "--no-observations")
+    assert not (run_dir / "observations").exists()
+
+
+def test_every_project_module_is_loaded_before_the_first_draw():
+    """Hypothesis draws toward the constants of the local modules loaded at each draw, so a test's examples
+    depend on its seed alone only if every project module is loaded before any test runs (conftest's
+    ``_import_project_modules``; measured without it: a one-test replay and the same test after
+    test_theorem1 drew different examples from the 5th on)."""
+    import sys
+
+    missing = []
+    for package in ("theory", "strategies", "properties", "reports", "suite_db"):
+        for path in sorted((REPO / package).rglob("*.py")):
+            parts = path.relative_to(REPO).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            if parts[-1] != "__main__" and name not in sys.modules:
+                missing.append(name)
+    assert not missing, f"project modules not loaded before the tests ran: {missing}"

@@ -1,0 +1,71 @@
+"""Everything the theory predicts about one problem: graphs, ``W^svm``, ``S_fin``, ``W^fin``.
+
+This is what ``python -m theory analyze`` prints; every number in it has been certified by the
+function that computed it (see :mod:`theory.li2024.svm` and :mod:`theory.li2024.finite`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from theory.li2024.finite import FiniteSolution, NoFiniteMinimizer, finite_component
+from theory.li2024.graphs import TPG, token_priority_graphs
+from theory.core.problem import Problem
+from theory.li2024.subspace import CyclicSubspace, cyclic_subspace
+from theory.li2024.svm import SVMSolution, graph_svm
+
+
+@dataclass(frozen=True, eq=False)
+class Analysis:
+    problem: Problem
+    graphs: dict[int, TPG]
+    svm: SVMSolution
+    space: CyclicSubspace
+    finite: FiniteSolution | None  # None when W^fin was not asked for, or does not exist (finite_absent)
+    finite_absent: str | None = None  # why L̃ has no finite minimizer (theory.li2024.finite.NoFiniteMinimizer)
+
+    @property
+    def svm_direction(self) -> np.ndarray:
+        n = self.svm.norm
+        return self.svm.W / n if n > 0 else self.svm.W
+
+    @property
+    def n_sccs(self) -> int:
+        return sum(len(g.sccs) for g in self.graphs.values())
+
+    @property
+    def cyclic(self) -> bool:
+        return any(len(c) > 1 for g in self.graphs.values() for c in g.sccs)
+
+    def to_json(self) -> dict:
+        p = self.problem
+        out = {"vocab_size": p.K, "dim": p.d, "samples": p.n, "assumptions": p.assumptions(),
+               "graphs": {str(k): g.to_json() for k, g in self.graphs.items()},
+               "certificate": self.svm.certificate.get("certificate", "float"),
+               "svm": {"W": self.svm.W.tolist(), "norm": self.svm.norm,
+                       "certificate": {k: v for k, v in self.svm.certificate.items() if k != "certificate"}},
+               "cyclic_subspace": {"dim": self.space.dim}}
+        if self.finite_absent is not None:
+            out["finite"] = {"exists": False, "reason": self.finite_absent}
+        if self.finite is not None:
+            f = self.finite
+            out["finite"] = {"W": f.W.tolist(), "grad_norm": f.grad_norm}
+            if f.error_bound is not None:
+                out["finite"].update(error_bound=f.error_bound, grad_norm_extended=f.grad_norm_extended,
+                                     min_curvature=f.min_curvature)
+        return out
+
+
+def analyze(problem: Problem, name: str = "problem", finite: bool = True, loss: str = "log",
+            bound: bool = False) -> Analysis:
+    """Graphs, certified ``W^svm`` (exactly), ``S_fin`` and certified ``W^fin`` (of ``L̃`` for ``loss``);
+    ``bound`` adds W^fin's a-posteriori error bound (gradient at 40 digits; what ``analyze`` prints)."""
+    graphs = token_priority_graphs(problem)
+    svm = graph_svm(problem, graphs, name=name)
+    space = cyclic_subspace(problem, graphs)
+    try:
+        fin = finite_component(problem, graphs, space, loss=loss, name=name, bound=bound) if finite else None
+    except NoFiniteMinimizer as exc:  # an answer, not a failure: W^fin does not exist for this head and loss
+        return Analysis(problem, graphs, svm, space, None, str(exc))
+    return Analysis(problem, graphs, svm, space, fin)

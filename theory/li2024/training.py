@@ -1,0 +1,194 @@
+"""Gradient descent on ``L(W)`` (Li et al. 2024, Algo-GD; THEORY.md "How the paper measures").
+
+GD runs in token space: with ``M = E E^T`` and ``A = E W E^T``, a step ``W <- W - s E^T G E`` is
+``A <- A - s M G M``, and accumulating ``B = Σ s_t G_t`` gives ``W(τ) = W(0) - E^T B(τ) E`` exactly
+(no information about W is lost: the part of W(0) outside the row space of E never moves).
+
+Plain GD uses ``s_t = η``; normalized GD uses ``s_t = η / ||grad_W L||_F`` with
+``||E^T G E||_F^2 = tr(G^T M G M)``.  Checkpoints are log-spaced; each carries the paper's metrics.
+
+Normalized GD below the rounding floor (one rule, shared with :mod:`theory.li2024.engine`).  When
+``||grad_W L||_F <= floor`` (:func:`theory.li2024.losses.loss_grad_and_floor`: the computed gradient is within
+``floor`` of the true one) its direction is rounding noise, and ``η g/||g||`` would be a full step of
+length η in a random direction: repeated, a random walk of W along directions that change nothing
+(measured before this rule on ``reproduce li-local``: 23-43 Frobenius units of drift).  The rule:
+*no step* (``s_t = 0``), so W stays at a point that is stationary to working precision.  The
+authors' code adds 2.2e-16 to the norm, which has the same effect only when ``||g|| << 2.2e-16``
+whatever the problem's scale; the floor here scales with the problem (it is relative to the size of
+the terms that make up the gradient), so rescaling ``E`` or the loss does not move it.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from theory.li2024.analysis import Analysis
+from theory.li2024.losses import TokenData, loss_and_grad_scores, loss_grad_and_floor, sample_attention
+from theory.core.problem import Problem
+
+
+def log_checkpoints(steps: int, per_decade: int = 8) -> np.ndarray:
+    """0, 1, ..., steps at roughly ``per_decade`` log-spaced points per decade (always includes ``steps``)."""
+    if steps <= 0:
+        return np.array([0])
+    pts = np.unique(np.round(np.logspace(0, np.log10(steps), max(2, int(per_decade * np.log10(steps + 1)) + 1))))
+    return np.unique(np.concatenate([[0], pts.astype(np.int64), [steps]]))
+
+
+def gd_numpy(A0: np.ndarray, data: TokenData, M: np.ndarray, eta: float, checkpoints, normalized: bool = False):
+    """The reference token-space GD loop.  Returns ``(B, losses)`` at each checkpoint (B: K x K)."""
+    A = A0.copy()
+    B = np.zeros_like(A0)
+    out_B, out_L = [], []
+    cps = list(checkpoints)
+    c = 0
+    for t in range(int(cps[-1]) + 1):
+        if normalized:
+            L, G, floor = loss_grad_and_floor(A, data, M)
+        else:
+            L, G = loss_and_grad_scores(A, data)
+        if t == cps[c]:
+            out_B.append(B.copy())
+            out_L.append(L)
+            c += 1
+            if c == len(cps):
+                break
+        if not np.isfinite(L):
+            raise FloatingPointError(f"GD diverged at step {t}: loss {L}")
+        s = eta
+        if normalized:
+            s = normalized_scale(eta, grad_norm_scores(G, M), floor)
+        B += s * G
+        A -= s * (M @ G @ M)
+    return np.array(out_B), np.array(out_L)
+
+
+def grad_norm_scores(G: np.ndarray, M: np.ndarray) -> float:
+    """``||E^T G E||_F = sqrt(tr(G^T M G M))``, scaled by ``max|G|`` first so that a gradient of
+    size 1e-200 (saturated attention) does not square to an underflow."""
+    gmax = float(np.abs(G).max(initial=0.0))
+    if gmax == 0.0 or not np.isfinite(gmax):
+        return gmax
+    Gs = G / gmax
+    return gmax * float(np.sqrt(max(float(np.sum((Gs.T @ M @ Gs) * M.T)), 0.0)))
+
+
+def normalized_scale(eta: float, grad_norm: float, floor: float) -> float:
+    """The step scale of normalized GD: ``η/||g||``, or 0 at or below the rounding floor (module docstring)."""
+    return eta / grad_norm if grad_norm > floor else 0.0
+
+
+@dataclass
+class Checkpoint:
+    step: int
+    W: np.ndarray
+    loss: float
+    norm: float
+    correlation: float | None  # <W, W^svm> / (||W|| ||W^svm||); None when W^svm = 0
+    finite_error: float | None  # ||Π_S W - W^fin||
+    svm_coefficient: float | None  # <W, W^svm/||W^svm||>
+    fit_residual: float | None  # min_R ||W^fin + R W^svm - W||
+    top_scc_mass: float | None  # min over samples of the largest attention mass one SCC receives
+    grad_norm: float
+
+
+@dataclass
+class Trajectory:
+    checkpoints: list[Checkpoint]
+    eta: float
+    normalized: bool
+    seconds: float
+
+    @property
+    def final(self) -> Checkpoint:
+        return self.checkpoints[-1]
+
+    def series(self, name: str) -> np.ndarray:
+        return np.array([getattr(c, name) if getattr(c, name) is not None else np.nan for c in self.checkpoints],
+                        dtype=float)
+
+
+def _scc_membership(analysis: Analysis) -> np.ndarray:
+    """n x K: index of each token's SCC in its sample's query graph (-1 when absent)."""
+    p = analysis.problem
+    comp = -np.ones((p.n, p.K), dtype=np.int64)
+    for i, seq in enumerate(p.sequences):
+        c = analysis.graphs[seq[-1]].component
+        for t in set(seq):
+            comp[i, t] = c[t]
+    return comp
+
+
+def top_scc_mass(A: np.ndarray, problem: Problem, membership: np.ndarray) -> float:
+    a = sample_attention(A, problem)  # per sample, so rows align with ``membership``
+    best = [np.bincount(membership[i][membership[i] >= 0], weights=a[i][membership[i] >= 0]).max()
+            for i in range(problem.n)]
+    return float(min(best))
+
+
+def train(problem: Problem, steps: int, eta: float, normalized: bool = False, W0: np.ndarray | None = None,
+          analysis: Analysis | None = None, checkpoints=None, engine: str = "auto") -> Trajectory:
+    """Run GD (plain or normalized) for ``steps`` steps from ``W0`` (default 0) with metrics at log-spaced
+    checkpoints.  Metrics that need ``W^svm``/``W^fin`` are computed when ``analysis`` is given."""
+    d = problem.d
+    E = problem.E
+    W0 = np.zeros((d, d)) if W0 is None else np.asarray(W0, dtype=float)
+    if W0.shape != (d, d):
+        raise ValueError(f"W(0): expected a {d}x{d} matrix, got {W0.shape[0]}x{W0.shape[1]}")
+    if not (np.isfinite(eta) and eta > 0):
+        raise ValueError(f"step size: expected a positive number, got {eta}")
+    cps = log_checkpoints(steps) if checkpoints is None else np.asarray(checkpoints, dtype=np.int64)
+    data = TokenData.from_problem(problem)
+    M = problem.gram
+    A0 = E @ W0 @ E.T
+    start = time.perf_counter()
+    Bs, Ls = run_gd(A0, data, M, eta, cps, normalized, engine)
+    seconds = time.perf_counter() - start
+    membership = _scc_membership(analysis) if analysis is not None else None
+    out = []
+    for t, B, L in zip(cps, Bs, Ls):
+        W = W0 - E.T @ B @ E
+        A = A0 - M @ B @ M
+        _, G = loss_and_grad_scores(A, data)
+        norm = float(np.linalg.norm(W))
+        corr = fe = coef = fit = mass = None
+        if analysis is not None:
+            Wsvm = analysis.svm.W
+            sn = analysis.svm.norm
+            Wfin = analysis.finite.W if analysis.finite is not None else np.zeros_like(W)
+            if sn > 0:
+                coef = float(np.sum(W * Wsvm) / sn)
+                corr = coef / norm if norm > 0 else 0.0
+                D = W - Wfin
+                fit = float(np.linalg.norm(D - np.sum(D * Wsvm) / sn**2 * Wsvm))
+            if analysis.finite is not None:
+                fe = float(np.linalg.norm(analysis.space.project(W) - Wfin))
+            mass = top_scc_mass(A, problem, membership)
+        out.append(Checkpoint(int(t), W, float(L), norm, corr, fe, coef, fit, mass,
+                              float(np.linalg.norm(E.T @ G @ E))))
+    return Trajectory(out, eta, normalized, seconds)
+
+
+def run_gd(A0, data, M, eta, checkpoints, normalized, engine: str = "auto"):
+    """Dispatch to a token-space GD engine: ``numpy`` (the reference :func:`gd_numpy`), ``compiled``
+    (:func:`theory.li2024.engine.gd_compiled`, numba), ``extended`` (:func:`theory.core.exact.gd_extended`, 50 digits,
+    slow: for replaying a counterexample) or ``auto`` (compiled when numba imports)."""
+    if engine == "numpy":
+        return gd_numpy(A0, data, M, eta, checkpoints, normalized)
+    if engine == "compiled":
+        from theory.li2024.engine import gd_compiled  # an ImportError here is the honest answer
+
+        return gd_compiled(A0, data, M, eta, checkpoints, normalized)
+    if engine == "extended":  # 50 digits throughout: the replay of a single counterexample
+        from theory.core.exact import gd_extended
+
+        return gd_extended(A0, data, M, eta, checkpoints, normalized)
+    if engine == "auto":
+        try:
+            from theory.li2024.engine import gd_compiled
+        except ImportError:
+            return gd_numpy(A0, data, M, eta, checkpoints, normalized)
+        return gd_compiled(A0, data, M, eta, checkpoints, normalized)
+    raise ValueError(f"unknown engine {engine!r} (expected auto, numpy, compiled or extended)")

@@ -1,0 +1,169 @@
+"""Reproductions of Tian et al. 2023, Sec. 8: Syn-Small and Syn-Medium (``python -m theory reproduce NAME``).
+
+Both train the reparameterized model (:mod:`theory.tian2023.model`) by SGD with momentum 0.9, batch 128 and
+sequence length ``T = 128`` (127 contextual tokens + the query) on the paper's layout
+(:func:`theory.tian2023.model.syn_layout`: 10 common tokens of unnormalized probability 1, 10 distinct tokens per
+class with unnormalized probabilities ``linspace(0.1, 1, 10)``).
+
+Choices the paper leaves open (documented here, used by both):
+
+* Syn-Small runs ``SMALL_STEPS`` iterations ("until convergence": the attention is frozen long before) from
+  ``Y = Z = 0``, one query token, two classes; several seeds are averaged when ``--seeds`` is given.
+* Syn-Medium's "random init" draws every entry of ``Y(0)`` and ``Z(0)`` i.i.d. ``N(0, INIT_SCALE^2)``; its
+  common tokens are shared by all classes; the 16 learning-rate cells of one seed see the same data stream
+  (common random numbers) and are trained as one vectorized batch of models.
+
+Runtime (2 cores): syn-small about 1 s; syn-medium with the default 10 seeds about 30-60 s.
+"""
+from __future__ import annotations
+
+import io
+import time
+
+import numpy as np
+
+from theory.tian2023.model import ScanSnapError, c_limit, distinct_entropy, syn_layout, train_sgd
+
+SMALL_STEPS = 1000
+SMALL_RATES = ((1.0, 1.0), (10.0, 1.0))          # (eta_Y, eta_Z)
+MEDIUM_QUERIES = (1, 3, 5, 10)
+MEDIUM_ETA_Z = (0.5, 1.0, 2.0, 3.0)
+MEDIUM_RATIO = (1.0, 2.0, 5.0, 10.0)            # eta_Y / eta_Z
+MEDIUM_STEPS = 100
+INIT_SCALE = 0.1
+MOMENTUM, BATCH, SEQ_LEN = 0.9, 128, 128
+
+
+def _int_arg(args, name, default, lo):
+    v = getattr(args, name, None)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise ScanSnapError(f"{name}: expected an integer >= {lo}, got {v!r}")
+    return int(v)
+
+
+def syn_small(args, *, steps: int = SMALL_STEPS, T: int = SEQ_LEN, batch: int = BATCH) -> dict:
+    """Syn-Small: per class and learning-rate pair, the final attention ``c_n`` on the class's distinct tokens
+    (in order of increasing probability) and the mass left on the common tokens (mean over seeds)."""
+    seeds = _int_arg(args, "seeds", 1, 1)
+    base = _int_arg(args, "seed", 0, 0)
+    classes = syn_layout(1, 2, 10, 10)
+    t0 = time.perf_counter()
+    runs = []
+    for eta_y, eta_z in SMALL_RATES:
+        finals, history = [], []
+        for s in range(seeds):
+            res = train_sgd(classes, steps=steps, eta_y=eta_y, eta_z=eta_z, batch=batch, T=T,
+                            momentum=MOMENTUM, init_scale=0.0, seed=base + s, record_every=max(1, steps // 50))
+            finals.append(c_limit(res.Z[0], classes))
+            history.append(np.array([c_limit(z[0], classes) for z in res.Z_hist]))
+        C = np.mean(finals, axis=0)
+        H = np.mean(history, axis=0)
+        per_class = []
+        for n in range(classes.K):
+            d = classes.distinct_tokens(n)
+            per_class.append({"class": n, "distinct_tokens": d.tolist(),
+                              "distinct_attention": [round(float(x), 5) for x in C[n, d]],
+                              "common_mass": round(float(C[n, classes.common_tokens].sum()), 5),
+                              "distinct_entropy": round(distinct_entropy(C[n], classes, n), 5)})
+        runs.append({"eta_y": eta_y, "eta_z": eta_z, "classes": per_class,
+                     "_history": {"steps": res.steps.tolist(), "c": H.tolist()}})
+    return {"experiment": "syn-small", "seeds": seeds, "seed": base, "steps": steps, "T": T, "batch": batch,
+            "momentum": MOMENTUM, "runs": runs, "runtime_s": round(time.perf_counter() - t0, 2)}
+
+
+def syn_medium(args, *, steps: int = MEDIUM_STEPS, T: int = SEQ_LEN, batch: int = BATCH,
+               queries=MEDIUM_QUERIES, eta_zs=MEDIUM_ETA_Z, ratios=MEDIUM_RATIO) -> dict:
+    """Syn-Medium: for each number of query tokens and each ``(eta_Z, eta_Y/eta_Z)`` cell, mean and std over
+    seeds of the entropy (nats) of the final ``c_n`` restricted to class ``n``'s distinct tokens, renormalized
+    and averaged over ``n``."""
+    seeds = _int_arg(args, "seeds", 10, 1)
+    base = _int_arg(args, "seed", 0, 0)
+    grid = [(ez, r) for ez in eta_zs for r in ratios]
+    eta_z = np.array([ez for ez, _ in grid])
+    eta_y = np.array([ez * r for ez, r in grid])
+    t0 = time.perf_counter()
+    cells = []
+    for q in queries:
+        classes = syn_layout(q, 2, 10, 10)
+        ent = np.zeros((seeds, len(grid)))
+        for s in range(seeds):
+            res = train_sgd(classes, steps=steps, eta_y=eta_y, eta_z=eta_z, batch=batch, T=T, momentum=MOMENTUM,
+                            init_scale=INIT_SCALE, seed=base + 1000 * q + s)
+            for j in range(len(grid)):
+                C = c_limit(res.Z[j], classes)
+                ent[s, j] = np.mean([distinct_entropy(C[n], classes, n) for n in range(classes.K)])
+        for j, (ez, r) in enumerate(grid):
+            cells.append({"queries": q, "eta_z": ez, "ratio": r, "mean": round(float(ent[:, j].mean()), 5),
+                          "std": round(float(ent[:, j].std()), 5)})
+    return {"experiment": "syn-medium", "seeds": seeds, "seed": base, "steps": steps,
+            "uniform_entropy": round(float(_uniform_entropy()), 5), "cells": cells,
+            "runtime_s": round(time.perf_counter() - t0, 2)}
+
+
+def _uniform_entropy() -> float:
+    p = np.linspace(0.1, 1, 10)
+    p = p / p.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def syn_small_figure(result: dict) -> bytes:
+    """Fig. 4 analogue: final attention per distinct token (by increasing probability) for each rate pair,
+    and the distinct-token attention over training."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    runs = result["runs"]
+    fig, axes = plt.subplots(2, len(runs), figsize=(5 * len(runs), 6), squeeze=False)
+    for j, run in enumerate(runs):
+        ax = axes[0, j]
+        for cl in run["classes"]:
+            ax.plot(range(1, len(cl["distinct_attention"]) + 1), cl["distinct_attention"], "o-",
+                    label=f"class {cl['class']} (common mass {cl['common_mass']:.2f})")
+        ax.set_title(f"eta_Y={run['eta_y']:g}, eta_Z={run['eta_z']:g}: final c_n")
+        ax.set_xlabel("distinct token (increasing P(l|n))")
+        ax.set_ylabel("attention")
+        ax.legend(fontsize=7)
+        hist = run.get("_history")
+        if hist:
+            c = np.asarray(hist["c"])          # (steps, K, M)
+            d = run["classes"][0]["distinct_tokens"]
+            ax = axes[1, j]
+            for i, tok in enumerate(d):
+                ax.plot(hist["steps"], c[:, 0, tok], color=plt.cm.viridis(i / max(1, len(d) - 1)))
+            ax.set_xscale("symlog")
+            ax.set_xlabel("SGD step")
+            ax.set_ylabel("c_{l|0} (distinct tokens of class 0)")
+    return _png(fig)
+
+
+def syn_medium_figure(result: dict) -> bytes:
+    """Fig. 6 analogue: entropy of the distinct-token attention vs eta_Z, one line per eta_Y/eta_Z ratio,
+    one panel per number of query tokens."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    cells = result["cells"]
+    qs = sorted({c["queries"] for c in cells})
+    fig, axes = plt.subplots(1, len(qs), figsize=(4 * len(qs), 3.4), squeeze=False, sharey=True)
+    for i, q in enumerate(qs):
+        ax = axes[0, i]
+        for r in sorted({c["ratio"] for c in cells}):
+            pts = sorted((c["eta_z"], c["mean"], c["std"]) for c in cells if c["queries"] == q and c["ratio"] == r)
+            x, m, s = map(np.array, zip(*pts))
+            ax.errorbar(x, m, yerr=s, marker="o", capsize=2, label=f"eta_Y/eta_Z={r:g}")
+        ax.set_title(f"{q} query token(s)")
+        ax.set_xlabel("eta_Z")
+        if i == 0:
+            ax.set_ylabel("entropy of distinct attention (nats)")
+        ax.legend(fontsize=7)
+    return _png(fig)
