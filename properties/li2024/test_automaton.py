@@ -8,8 +8,8 @@ Finite-budget criterion (rate-aware): the leak outside the top SCC decays like `
 ``W^svm`` score gap >= 1 (every reachable lower SCC is at least one margin below), so at the budget of
 :func:`theory.li2024.criteria.budget` it must be <= ``LEAK_MAX`` and have shrunk by ``DECAY`` over the last decade;
 the split error inside the top SCC follows the finite error (~1/τ) and must be <= ``SPLIT_MAX`` and shrinking,
-unless already below ``FLOOR``.  A failed verdict is re-judged once at 10x the budget
-(:func:`escalated_failures`), as Theorem 1's is.
+unless already below ``FLOOR``.  Three-valued and escalated like Theorem 1's verdict: the criterion and its
+zones are :func:`theory.li2024.automaton.automaton_decide`'s.
 """
 from __future__ import annotations
 
@@ -21,15 +21,18 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from properties.helpers import describe, note_problem
+from properties.judging import not_judged
 from strategies import heldout_contexts, trainable_problems
 from theory.li2024 import criteria
 from theory.li2024.analysis import analyze
 from theory.li2024.automaton import attention_on, predicted_attention
 from theory.li2024.graphs import top_scc_tokens
 from theory.li2024.losses import safe_step
-from theory.li2024.training import train
+from theory.core.decision import Outcome
+from theory.li2024 import automaton
+from theory.li2024.training import resume, train
 
-LEAK_MAX, SPLIT_MAX, DECAY, FLOOR = 1e-2, 1e-2, 0.5, 1e-8
+SPLIT_MAX = automaton.SPLIT_MAX
 
 
 def lowest_scc_tokens(tpg, context):
@@ -38,43 +41,13 @@ def lowest_scc_tokens(tpg, context):
     return sorted({t for t in context if tpg.component[t] == worst})
 
 
-def _measure(W, an, ctx, top_of):
-    a = attention_on(W, an.problem.E, ctx)
-    top = top_of(an.graphs[ctx[-1]], ctx)
-    leak = 1.0 - a[top].sum()
-    split = a[top] / a[top].sum()
-    return leak, float(np.abs(split - predicted_attention(an, ctx)[top]).sum())
+def decide(traj, an, contexts, extend, top_of=top_scc_tokens):
+    """The automaton's three-valued verdict (:func:`theory.li2024.automaton.automaton_decide`)."""
+    return automaton.automaton_decide(traj, an, contexts, extend, top_of=top_of)[0]
 
 
-def automaton_failures(traj, an, contexts, top_of=top_scc_tokens):
-    end, mid = traj.final, criteria._at(traj, traj.final.step / 10)
-    fails = []
-    for ctx in contexts:
-        leak, err = _measure(end.W, an, ctx, top_of)
-        leak0, err0 = _measure(mid.W, an, ctx, top_of)
-        if leak > LEAK_MAX or (leak > FLOOR and leak > DECAY * leak0):
-            fails.append(f"context {ctx}: attention outside the top SCC {leak:.3g} (was {leak0:.3g} a decade earlier)")
-        if err > SPLIT_MAX or (err > FLOOR and err > DECAY * err0):
-            fails.append(f"context {ctx}: split inside the top SCC off the W^fin softmax by {err:.3g} (was {err0:.3g})")
-    return fails
-
-
-def escalated_failures(traj, an, contexts, retrain, top_of=top_scc_tokens):
-    """:func:`automaton_failures`, with a failure re-judged once at ``criteria.ESCALATION`` x the budget (the
-    rule of ``criteria.theorem1_escalated``): the budget is clipped at ``criteria.MAX_STEPS``, below the
-    ``10^4 τ₀`` the leak's rate argument assumes when ``||W^svm||`` is large.  Stress-found valid run
-    (``||W^svm||`` = 170, two nearly collinear tokens): leak 0.084 at 1e6 steps (decaying by 0.23 per
-    decade), 0.0084 at 1e7, 0.0008 at 1e8.  A wrong rule fails at every budget (calibration below).
-    Returns (failures, steps of the verdict)."""
-    fails = automaton_failures(traj, an, contexts, top_of)
-    steps = traj.final.step
-    if not fails or criteria.escalation_steps(steps) is None:
-        return fails, steps
-    longer = retrain(criteria.escalation_steps(steps))
-    again = automaton_failures(longer, an, contexts, top_of)
-    if again:
-        again.append(f"(also at {steps} steps: {'; '.join(fails)})")
-    return again, longer.final.step
+def extender(p, an):
+    return lambda run, n: resume(p, run, n, analysis=an)
 
 
 @st.composite
@@ -96,9 +69,11 @@ def test_hard_retrieval_and_soft_composition_on_heldout_contexts(case):
     traj = train(p, budget, eta, analysis=an)
     sizes = [len(top_scc_tokens(an.graphs[c[-1]], c)) for c in contexts]
     event(f"top SCC of size>1 in a context={max(sizes) > 1}")
-    fails, steps = escalated_failures(traj, an, contexts, lambda n: train(p, n, eta, analysis=an))
-    event("judged at the budget" if steps <= budget else f"escalated to {criteria.ESCALATION}x the budget")
-    assert not fails, "; ".join(fails) + f"\nproblem file: {describe(p)}"
+    v = decide(traj, an, contexts, extender(p, an))
+    event(f"budgets used={len(v.history)}")
+    if v.outcome is Outcome.UNDECIDED:
+        not_judged("undecided at the maximum budget")
+    assert v.passed, f"automaton: {v}\nproblem file: {describe(p)}"
 
 
 @pytest.mark.theorem("Automaton")
@@ -113,10 +88,12 @@ def test_clipped_budget_is_judged_after_escalation():
     budget = criteria.budget(an.svm.norm, eta)
     assert budget == criteria.MAX_STEPS, f"the case is about a clipped budget; got {budget}"
     traj = train(p, budget, eta, analysis=an)
-    assert automaton_failures(traj, an, [[1, 0]]), "the case is about a leak above LEAK_MAX at the budget"
-    fails, steps = escalated_failures(traj, an, [[1, 0]], lambda n: train(p, n, eta, analysis=an))
-    assert not fails and steps == criteria.ESCALATION * budget, (fails, steps)
-    assert escalated_failures(traj, an, [[1, 0]], lambda n: train(p, n, eta, analysis=an), top_of=lowest_scc_tokens)[0]
+    stats, _ = automaton.automaton_statistics(traj, an, [[1, 0]])
+    assert any(s.name.startswith("leak") and s.value > automaton.LEAK_MAX for s in stats), \
+        "the case is about a leak above LEAK_MAX at the budget"
+    v = decide(traj, an, [[1, 0]], extender(p, an))
+    assert v.passed and v.budget == criteria.ESCALATION * budget, v
+    assert decide(traj, an, [[1, 0]], extender(p, an), top_of=lowest_scc_tokens).outcome is Outcome.FAILS
 
 
 @pytest.mark.theorem("Automaton")
@@ -132,22 +109,26 @@ def test_automaton_criterion_rejects_wrong_predictions(case):
     eta = safe_step(p)
     traj = train(p, criteria.budget(an.svm.norm, eta), eta, analysis=an)
 
-    @functools.lru_cache(maxsize=1)  # both wrong rules are re-judged on the same 10x run: train it once
-    def retrain(n):
-        return train(p, n, eta, analysis=an)
+    @functools.lru_cache(maxsize=4)  # both wrong rules are judged on the same longer runs: train each once
+    def longer(n):
+        return resume(p, traj, n, analysis=an)
+
+    def extend(run, n):
+        return longer(n)
 
     several = [c for c in contexts if lowest_scc_tokens(an.graphs[c[-1]], c) != top_scc_tokens(an.graphs[c[-1]], c)]
     event(f"calibrated retrieval={bool(several)}")
     if several:
-        assert escalated_failures(traj, an, several, retrain, top_of=lowest_scc_tokens)[0], (
-            f"criterion accepted retrieval of the lowest SCC\nproblem file: {describe(p)}")
+        v = decide(traj, an, several, extend, top_of=lowest_scc_tokens)
+        assert v.outcome is Outcome.FAILS, f"criterion did not reject retrieval of the lowest SCC: {v}\nproblem file: {describe(p)}"
     wrong = replace(an, finite=replace(an.finite, W=np.zeros_like(an.finite.W)))
     nonuniform = [c for c in contexts
                   if np.abs(predicted_attention(an, c) - predicted_attention(wrong, c)).sum() > 5 * SPLIT_MAX]
     event(f"calibrated composition={bool(nonuniform)}")
     if nonuniform:
-        assert escalated_failures(traj, wrong, nonuniform, retrain)[0], (
-            f"criterion accepted uniform composition where W^fin predicts otherwise\nproblem file: {describe(p)}")
+        v = decide(traj, wrong, nonuniform, extend)
+        assert v.outcome is Outcome.FAILS, \
+            f"criterion did not reject uniform composition where W^fin predicts otherwise: {v}\nproblem file: {describe(p)}"
 
 
 # ------------------------------------------------------------------------------------------------

@@ -22,7 +22,8 @@ from theory.li2024 import criteria
 from theory.li2024.analysis import analyze
 from theory.li2024.losses import safe_step
 from theory.li2024.svm import GraphSVMInfeasible, graph_svm
-from theory.li2024.training import train
+from theory.core.decision import REJECT, Statistic
+from theory.li2024.training import resume, train
 
 # theorem x relaxation -> (expected outcome, reason)
 EXPECTED = {
@@ -70,27 +71,36 @@ def theorem1_outcome(case):
     try:
         traj = train(case.problem, steps, eta, analysis=an)
     except FloatingPointError as exc:  # divergence is a failure of the conclusion too
-        return criteria.Verdict(False, {"diverged": str(exc)}, [str(exc)]), steps, eta, None, an
+        why = f"diverged: {exc}"
+        return (criteria.Verdict(criteria.Outcome.FAILS, {"diverged": str(exc)},
+                                 [Statistic("diverged", float("nan"), REJECT, why)], steps), steps, eta, None, an)
     return criteria.theorem1(traj, an), steps, eta, traj, an
 
 
+def escalated(case, traj, an, eta):
+    """Theorem 1's decision on the relaxed run over its budget and 10x it, resumed (a counterexample is a
+    confirmed rejection, :func:`theory.li2024.criteria.theorem1_decide`, not a transient)."""
+    return criteria.theorem1_decide(traj, an, lambda run, n: resume(case.problem, run, n, analysis=an),
+                                    max_steps=criteria.ESCALATION * traj.final.step)[0]
+
+
 def theorem1_fails(case) -> bool:
-    """The relaxed run fails Theorem 1's criterion at its budget and at 10x it (``criteria.theorem1_escalated``):
+    """The relaxed run is rejected by Theorem 1's decision at its budget and at 10x it (:func:`escalated`):
     a counterexample must not be a transient.  (Measured: a shrunk 'step' case that failed at 1e5 steps
     passed at 1e6; 25 of 25 generated 'step' cases failed at both.)"""
     verdict, steps, eta, traj, an = theorem1_outcome(case)
-    if verdict is None or verdict.passed:
+    if verdict is None or not verdict.failures:
         return False
     if traj is None:  # diverged
         return True
-    longer, _ = criteria.theorem1_escalated(traj, an, lambda n: train(case.problem, n, eta, analysis=an))
-    return not longer.passed
+    return escalated(case, traj, an, eta).outcome is criteria.Outcome.FAILS
 
 
 def theorem1_fails_at_budget(case) -> bool:
-    """The relaxed run fails Theorem 1's criterion at its budget (the first half of :func:`theorem1_fails`)."""
+    """The relaxed run has a statistic in its reject zone at its budget (the first half of
+    :func:`theorem1_fails`: the evidence a confirmation at 10x needs)."""
     verdict = theorem1_outcome(case)[0]
-    return verdict is not None and not verdict.passed
+    return verdict is not None and bool(verdict.failures)
 
 
 # Shrinking evaluates the predicate on every candidate, and theorem1_fails trains 10x the budget on each
@@ -177,10 +187,11 @@ def test_theorem1_needs_its_assumption(relaxation):
                           reason=reason)
         pytest.fail(f"no counterexample to Theorem 1 without '{relaxation}' in {BUDGET} examples")
     verdict, steps, eta, traj, an = theorem1_outcome(case)
-    assert verdict is not None and not verdict.passed, "the shrunk case must still fail when replayed"
-    if traj is not None:  # a counterexample must not be a transient: it fails at 10x the budget too
-        longer, _ = criteria.theorem1_escalated(traj, an, lambda n: train(case.problem, n, eta, analysis=an))
-        assert not longer.passed, f"the shrunk case passes at {criteria.ESCALATION}x the budget: {longer}"
+    assert verdict is not None and verdict.failures, "the shrunk case must still be rejected when replayed"
+    if traj is not None:  # a counterexample must not be a transient: rejected at 10x the budget too
+        longer = escalated(case, traj, an, eta)
+        assert longer.outcome is criteria.Outcome.FAILS, \
+            f"the shrunk case is not rejected at {criteria.ESCALATION}x the budget: {longer}"
     amount = _amount(verdict)
     path = _write(case, relaxation, "Theorem 1", "; ".join(verdict.failures), amount,
                   f"train {{path}} --steps {steps} --step-size {float(eta)!r}", an, traj)

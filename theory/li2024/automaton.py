@@ -1,4 +1,4 @@
-"""The automaton reading of Theorem 1 (Li et al. 2024, Section 3; THEORY.md "Automaton reading").
+"""The automaton reading of Theorem 1 (Li et al. 2024, Section 3).
 
 For large τ the layer (1) *hard-retrieves* the tokens of the highest-priority SCC of ``G^(k)`` present in
 the context and (2) *soft-composes* them with weights ``softmax`` of the ``W^fin`` scores (copies pooled).
@@ -29,3 +29,58 @@ def predicted_attention(analysis, context, top_of=None) -> np.ndarray:
     mask = np.zeros_like(a)
     mask[top] = 1.0
     return a * mask / (a * mask).sum()
+
+
+# ------------------------------------------------------------------------------------------------
+# The automaton's verdict on a trained layer (three-valued, theory.core.decision)
+# ------------------------------------------------------------------------------------------------
+# The leak outside the top SCC decays like ``τ^{-gap}`` with the W^svm score gap >= 1 (every reachable
+# lower SCC is at least one margin below), so at Theorem 1's budget it is accepted when <= LEAK_MAX and it
+# shrank by DECAY over the last decade; the split inside the top SCC follows the finite error (~1/τ), and
+# is accepted when <= SPLIT_MAX and shrinking, or below FLOOR.  Reject zone: kept at least STALL of its
+# value a decade before (a wrong rule retrieves the wrong SCC or composes with the wrong scores: its error
+# is constant in τ).  Between DECAY and STALL, or shrinking but still above the bound: escalate.  Measured
+# (stress seed 2725772940, ||W^svm|| = 170, budget clipped at 1e6 steps): leak 0.084, 0.0084, 0.0008 at
+# 1e6, 1e7, 1e8 steps (x0.1 per decade, far from STALL): undecided at 1e6, holds at 1e7.
+LEAK_MAX, SPLIT_MAX, DECAY, FLOOR, STALL = 1e-2, 1e-2, 0.5, 1e-8, 0.9
+
+
+def _measure(W, an, ctx, top_of):
+    a = attention_on(W, an.problem.E, ctx)
+    top = top_of(an.graphs[ctx[-1]], ctx)
+    leak = 1.0 - a[top].sum()
+    split = a[top] / a[top].sum()
+    return leak, float(np.abs(split - predicted_attention(an, ctx)[top]).sum())
+
+
+def automaton_statistics(traj, an, contexts, top_of=None, earlier=None):
+    """``(statistics, measures)``: for each held-out context, the leak outside the retrieved SCC and the
+    split inside it against the ``W^fin`` softmax, at ``traj``'s budget and a decade before."""
+    from theory.core.decision import Statistic, zone
+    from theory.li2024.criteria import _at
+
+    top_of = top_scc_tokens if top_of is None else top_of
+    end, mid = traj.final, _at(traj, traj.final.step / 10)
+    stats, m = [], {"steps": end.step}
+    for j, ctx in enumerate(contexts):
+        leak, err = _measure(end.W, an, ctx, top_of)
+        leak0, err0 = _measure(mid.W, an, ctx, top_of)
+        m[f"leak[{j}]"], m[f"split_error[{j}]"] = leak, err
+        for name, v, v0, bound in (("leak", leak, leak0, LEAK_MAX), ("split", err, err0, SPLIT_MAX)):
+            z = zone(v, lambda x, v0=v0, bound=bound: x <= bound and (x <= FLOOR or x <= DECAY * v0),
+                     lambda x, v0=v0: x > FLOOR and x >= STALL * v0)
+            what = "attention outside the top SCC" if name == "leak" else "split inside the top SCC off the W^fin softmax by"
+            stats.append(Statistic(f"{name} {ctx}", v, z, f"context {ctx}: {what} {v:.3g} (was {v0:.3g} a decade "
+                                                          f"earlier; accept <= {bound:g} and x{DECAY}, reject >= x{STALL})"))
+    return stats, m
+
+
+def automaton_decide(traj, an, contexts, extend, top_of=None, max_steps=None):
+    """The automaton reading on held-out ``contexts``: holds, fails (a stalled error confirmed at two
+    budgets) or undecided at ``max_steps`` (default Theorem 1's ``ESCALATE_MAX_STEPS``), escalating x10."""
+    from theory.core import decision
+    from theory.li2024.criteria import ESCALATE_MAX_STEPS
+
+    cap = ESCALATE_MAX_STEPS if max_steps is None else max_steps
+    return decision.sequential(lambda run, earlier: automaton_statistics(run, an, contexts, top_of, earlier),
+                               decision.budget_ladder(traj.final.step, max(cap, traj.final.step)), traj, extend)

@@ -20,7 +20,7 @@ the terms that make up the gradient), so rescaling ``E`` or the loss does not mo
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -169,6 +169,29 @@ def train(problem: Problem, steps: int, eta: float, normalized: bool = False, W0
         out.append(Checkpoint(int(t), W, float(L), norm, corr, fe, coef, fit, mass,
                               float(np.linalg.norm(E.T @ G @ E))))
     return Trajectory(out, eta, normalized, seconds)
+
+
+def resume(problem: Problem, traj: Trajectory, steps: int, analysis: Analysis | None = None,
+           engine: str = "auto") -> Trajectory:
+    """``traj`` continued to ``steps`` steps: GD restarted from its last iterate (plain and normalized GD
+    keep no state but ``W``), with the checkpoints a run of ``steps`` steps from the start would have past
+    the old end.  The escalations of :mod:`theory.core.decision` use it instead of training from zero:
+    escalating 10x then costs 9x, not 11x, the first budget."""
+    done = traj.final.step
+    if steps <= done:
+        return traj
+    later = log_checkpoints(steps)
+    offsets = np.concatenate([[0], later[later > done] - done])
+    more = train(problem, int(offsets[-1]), traj.eta, traj.normalized, W0=traj.final.W, analysis=analysis,
+                 checkpoints=offsets, engine=engine)
+    shifted = [replace(c, step=c.step + done) for c in more.checkpoints[1:]]
+    return Trajectory(traj.checkpoints + shifted, traj.eta, traj.normalized, traj.seconds + more.seconds)
+
+
+def truncate(traj: Trajectory, steps: int) -> Trajectory:
+    """The same run as it stood after ``steps`` steps (its checkpoints up to ``steps``): a recorded long run
+    judged again at an earlier budget, e.g. against a planted wrong target."""
+    return replace(traj, checkpoints=[c for c in traj.checkpoints if c.step <= steps])
 
 
 def run_gd(A0, data, M, eta, checkpoints, normalized, engine: str = "auto"):

@@ -1,4 +1,4 @@
-"""``python -m theory``: analyze, train, reproduce, sweep.
+"""``python -m theory``: analyze, check, train, reproduce, sweep.
 
 Bad input (an unreadable or invalid file, a bad option) prints one line on stderr naming the
 problem and exits with status 2; a numerical answer that fails its certificate exits with status 3.
@@ -27,6 +27,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     a = sub.add_parser("analyze", help="graphs, Graph-SVM, cyclic subspace and W^fin of a problem file")
     a.add_argument("file")
+    c = sub.add_parser("check", help="every claim whose assumptions the problem meets: one JSON line each")
+    c.add_argument("file")
+    c.add_argument("--claim", action="append", default=None, metavar="NAME",
+                   help="only this claim (repeatable), e.g. li2024.theorem1 or theorem1")
+    c.add_argument("--budget-scale", type=float, default=1.0,
+                   help="multiply every claim's maximum budget (undecided verdicts may decide with more)")
     t = sub.add_parser("train", help="gradient descent from W(0) = 0 (or --init) on a problem file")
     t.add_argument("file")
     t.add_argument("--steps", type=int, required=True)
@@ -113,6 +119,40 @@ def _train(args) -> dict:
             "finite_error": c.finite_error, "steps": args.steps, "seconds": tr.seconds}
 
 
+def _check(args) -> int:
+    """One JSON object per claim on stdout; exit 0 when none fails (undecided ones listed on stderr), 1 when
+    one fails (named on stderr)."""
+    from theory.claims import all_claims, claim
+    from theory.core.decision import Outcome
+    from theory.core.problem import Problem
+
+    problem = Problem.load(args.file)
+    if not (np.isfinite(args.budget_scale) and args.budget_scale > 0):
+        raise ProblemError(f"--budget-scale: expected a positive number, got {args.budget_scale}")
+    try:
+        claims = [claim(n) for n in args.claim] if args.claim else all_claims()
+    except KeyError as exc:
+        raise ProblemError(exc.args[0]) from None
+    failed, undecided = [], []
+    for c in claims:
+        print(f"checking {c.name} ({c.reference}) ...", file=sys.stderr, flush=True)
+        v = c.check(problem, args.budget_scale)
+        doc = {"claim": c.name, "paper": c.paper, "reference": c.reference, **v.as_dict()}
+        json.dump(_finite_or_null(doc), sys.stdout, allow_nan=False)
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+        if v.outcome is Outcome.FAILS:
+            failed.append(c.name)
+        elif v.outcome is Outcome.UNDECIDED:
+            undecided.append(c.name)
+    if undecided:
+        print(f"undecided at the maximum budget: {', '.join(undecided)} (try --budget-scale 10)", file=sys.stderr)
+    if failed:
+        print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _finite_or_null(x):
     """Strict JSON: a non-finite number (e.g. an infinite loss) prints as null."""
     if isinstance(x, float):
@@ -129,6 +169,8 @@ def main(argv=None) -> int:
 
     args = _parser().parse_args(argv)
     try:
+        if args.command == "check":
+            return _check(args)
         if args.command == "analyze":
             out = _analyze(args)
         elif args.command == "train":

@@ -1,0 +1,87 @@
+"""``python -m theory check``: the claims registry applied to a user's problem file.
+
+The verdict ``check`` prints is the one the claim's paper package decides (the same decision the
+properties assert); a planted violation gives exit status 1; bad input exits 2 with one line.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from theory.claims import all_claims
+from theory.core.problem import Problem
+from theory.run.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, "-m", "theory", *map(str, args)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=600)
+
+
+def test_check_prints_one_verdict_per_claim_and_agrees_with_the_decision():
+    from theory.li2024 import criteria
+    from theory.li2024.analysis import analyze
+    from theory.li2024.losses import safe_step
+    from theory.li2024.training import resume, train
+
+    r = _run("check", "examples/scc_above_token.json")
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    docs = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [d["claim"] for d in docs] == [c.name for c in all_claims()]
+    by = {d["claim"]: d for d in docs}
+    assert by["li2024.section5"]["verdict"] == "not applicable" and "relaxed setting" in by["li2024.section5"]["reason"]
+    assert all(by[c]["verdict"] == "not applicable" for c in by if c.startswith("tian2023."))
+    # The property's own decision on the same problem (GD from 0 at the safe step) gives the same verdict.
+    p = Problem.load(ROOT / "examples/scc_above_token.json")
+    an = analyze(p)
+    eta = safe_step(p)
+    traj = train(p, criteria.run_budget(an, eta, np.zeros((p.d, p.d)))[0], eta, analysis=an)
+    v, _ = criteria.theorem1_decide(traj, an, lambda run, n: resume(p, run, n, analysis=an))
+    assert by["li2024.theorem1"]["verdict"] == v.outcome.value
+    assert by["li2024.theorem1"]["budget"] == v.budget
+    assert "checking li2024.theorem1" in r.stderr, "a long check shows its progress on stderr"
+
+
+def test_check_exits_1_on_a_planted_violation(monkeypatch, capsys):
+    """W^svm replaced by a direction 35° off it inside the analysis the claim uses: Theorem 1 fails."""
+    import theory.li2024.analysis as analysis
+    from properties.li2024.test_theorem1 import _wrong_direction
+
+    real = analysis.analyze
+
+    def planted(problem, *a, **kw):
+        an = real(problem, *a, **kw)
+        return replace(an, svm=replace(an.svm, W=an.svm.norm * _wrong_direction(an, 35.0, 0)))
+
+    monkeypatch.setattr(analysis, "analyze", planted)
+    rc = main(["check", str(ROOT / "examples/scc_above_token.json"), "--claim", "theorem1"])
+    out, err = capsys.readouterr()
+    assert rc == 1, out
+    assert json.loads(out.splitlines()[0])["verdict"] == "fails"
+    assert "FAILED: li2024.theorem1" in err
+
+
+def test_check_bad_input_is_one_line_and_exit_2(tmp_path):
+    for args in (("check", "examples/scc_above_token.json", "--claim", "no-such-claim"),
+                 ("check", tmp_path / "missing.json"),
+                 ("check", "examples/scc_above_token.json", "--budget-scale", "-1")):
+        r = _run(*args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+
+
+def test_every_claim_names_its_paper_rule_and_calibrations():
+    for c in all_claims():
+        d = c.describe()
+        assert d["paper"] and d["reference"] and d["statement"] and d["rule"], d
+        assert d["calibrations"], f"{c.name}: a claim without a planted violation it must reject"
+        for path in d["properties"]:
+            assert (ROOT / path).is_file(), f"{c.name}: property file {path} does not exist"

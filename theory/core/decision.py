@@ -1,0 +1,187 @@
+"""Three-valued sequential decisions for claims about ``τ -> ∞`` judged on a finite budget.
+
+An asymptotic claim ("the direction converges", "the finite part converges", "the leak vanishes") can be
+watched only on a finite run.  A single threshold on a finite-budget statistic has two kinds of error,
+and the one that matters most for a verification suite is the false alarm: a valid run whose transient
+lasts one decade longer than the threshold's calibration assumed.  Every asymptotic verdict of the suite
+is therefore decided by one procedure:
+
+1. **Two zones per statistic, with room between them.**  Each statistic ``s`` of a claim has an *accept*
+   zone (where the worst valid runs measured lie, with their drift at this budget) and a *reject* zone
+   (where a violation's growth puts it); the *indifference zone* between them is the margin.  The zones
+   and the rates that place them are written, with their derivation, in the docstring of the claim's
+   criterion (for Theorem 1: :mod:`theory.li2024.criteria`).
+2. **Fails only when confirmed.**  A statistic in its reject zone is *evidence*; the verdict fails only
+   when the same statistic is in its reject zone at two consecutive budgets (``ESCALATION`` x apart), so a
+   run is never failed because one budget ended near a threshold.  Trend statistics (the ratio of a
+   statistic at two budgets) exist only from the second budget on, and count as confirmed evidence there.
+3. **Escalate in between.**  A verdict that is neither accepted (every statistic in its accept zone) nor
+   confirmed-failed is re-judged at ``ESCALATION`` x the budget, resuming the run from where it stopped
+   (``extend``), up to the claim's maximum budget.
+4. **Undecided at the maximum budget.**  Still between there, the outcome is :attr:`Outcome.UNDECIDED`:
+   counted (a property reports it as not judged, with its own reason, subject to the judged-share floor),
+   shown in the report, never a failure.
+
+:class:`Outcome` also has ``NOT_APPLICABLE``, for a claim whose assumptions a problem does not meet (see
+:mod:`theory.core.claims`).
+"""
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["ESCALATION", "Outcome", "Statistic", "Verdict", "budget_ladder", "combine", "sequential"]
+
+# Consecutive budgets differ by this factor: one decade, the unit in which the theorems' rates are stated.
+ESCALATION = 10
+
+
+class Outcome(str, enum.Enum):
+    HOLDS = "holds"
+    FAILS = "fails"
+    UNDECIDED = "undecided"
+    NOT_APPLICABLE = "not applicable"
+
+
+ACCEPT, BETWEEN, REJECT = "accept", "between", "reject"
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """One statistic judged at one budget: its value, which zone it is in, and why (one phrase each).
+
+    ``trend``: the statistic compares two budgets, so a reject is already confirmed evidence."""
+
+    name: str
+    value: float
+    zone: str  # ACCEPT, BETWEEN or REJECT
+    why: str = ""
+    trend: bool = False
+
+
+@dataclass
+class Verdict:
+    """A claim's decision on one run: outcome, reason, every measure, and the budget it took.
+
+    ``statistics`` are the last budget's; ``history`` lists ``(budget, outcome at that budget)``."""
+
+    outcome: Outcome
+    measures: dict
+    statistics: list[Statistic] = field(default_factory=list)
+    budget: int = 0
+    history: list[tuple[int, str]] = field(default_factory=list)
+    seconds: float = 0.0
+    reason_text: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome is Outcome.HOLDS
+
+    @property
+    def decided(self) -> bool:
+        return self.outcome in (Outcome.HOLDS, Outcome.FAILS)
+
+    @property
+    def failures(self) -> list[str]:
+        return [s.why for s in self.statistics if s.zone == REJECT]
+
+    @property
+    def pending(self) -> list[str]:
+        return [s.why for s in self.statistics if s.zone == BETWEEN]
+
+    @property
+    def reason(self) -> str:
+        if self.reason_text:
+            return self.reason_text
+        if self.outcome is Outcome.HOLDS:
+            return "every statistic in its accept zone"
+        if self.outcome is Outcome.FAILS:
+            return "; ".join(self.failures) or "rejected"
+        if self.outcome is Outcome.UNDECIDED:
+            return "at the maximum budget still between the zones: " + "; ".join(self.pending + self.failures)
+        return self.reason_text or "not applicable"
+
+    def as_dict(self) -> dict:
+        """JSON-ready: outcome, reason, measures (floats), budget, history, seconds."""
+        def clean(v):
+            if isinstance(v, (bool, int, str)) or v is None:
+                return v
+            try:
+                return float(v)
+            except (TypeError, ValueError):
+                return str(v)
+
+        return {"verdict": self.outcome.value, "reason": self.reason, "budget": self.budget,
+                "history": [[b, o] for b, o in self.history], "seconds": round(self.seconds, 3),
+                "statistics": {s.name: {"value": clean(s.value), "zone": s.zone} for s in self.statistics},
+                "measures": {k: clean(v) for k, v in self.measures.items()}}
+
+    def __str__(self):
+        m = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.measures.items())
+        head = {Outcome.HOLDS: "HOLDS", Outcome.FAILS: "FAILS: ", Outcome.UNDECIDED: "UNDECIDED: ",
+                Outcome.NOT_APPLICABLE: "NOT APPLICABLE: "}[self.outcome]
+        body = "" if self.outcome is Outcome.HOLDS else self.reason
+        steps = " -> ".join(f"{b}:{o}" for b, o in self.history)
+        return f"{head}{body}  [budgets {steps}] [{m}]"
+
+
+def zone(value: float, accept: Callable[[float], bool], reject: Callable[[float], bool]) -> str:
+    """ACCEPT when ``accept(value)``, REJECT when ``reject(value)``, BETWEEN otherwise (accept wins: the
+    zones are disjoint by construction, and a NaN lands BETWEEN)."""
+    if accept(value):
+        return ACCEPT
+    if reject(value):
+        return REJECT
+    return BETWEEN
+
+
+def combine(statistics: Sequence[Statistic], earlier: Verdict | None) -> Outcome:
+    """The decision at one budget, from that budget's statistics and the verdict one budget before.
+
+    HOLDS when every statistic accepts; FAILS when a statistic rejects and the rejection is confirmed (a
+    trend statistic, or the same statistic rejected at the budget before); else UNDECIDED (the caller
+    escalates unless ``last_budget``)."""
+    if all(s.zone == ACCEPT for s in statistics):
+        return Outcome.HOLDS
+    before = {s.name for s in (earlier.statistics if earlier is not None else []) if s.zone == REJECT}
+    if any(s.zone == REJECT and (s.trend or s.name in before) for s in statistics):
+        return Outcome.FAILS
+    return Outcome.UNDECIDED
+
+
+def budget_ladder(first: int, maximum: int) -> list[int]:
+    """``first, 10 first, 100 first, ...`` up to ``maximum`` (at least ``[first]``)."""
+    out = [int(first)]
+    while out[-1] * ESCALATION <= maximum:
+        out.append(out[-1] * ESCALATION)
+    return out
+
+
+def sequential(judge: Callable[[object, Verdict | None], list[Statistic] | tuple[list[Statistic], dict]],
+               budgets: Sequence[int], run: object, extend: Callable[[object, int], object]
+               ) -> tuple[Verdict, object]:
+    """Decide a claim on ``run`` (trained for ``budgets[0]``), escalating through ``budgets``.
+
+    ``judge(run, earlier)`` returns ``(statistics, measures)`` for the run at its budget (``earlier``: the
+    verdict one budget before, or None); ``extend(run, steps)`` returns the same run continued to ``steps``
+    (resumed from its last state, not restarted).  Returns the final verdict and the run it judged."""
+    start = time.perf_counter()
+    earlier: Verdict | None = None
+    history: list[tuple[int, str]] = []
+    for k, b in enumerate(budgets):
+        if k:
+            run = extend(run, b)
+        stats, measures = judge(run, earlier)
+        last = k == len(budgets) - 1
+        outcome = combine(stats, earlier)
+        history.append((int(b), outcome.value if outcome is not Outcome.UNDECIDED or last else "escalate"))
+        if earlier is not None:
+            measures = {**measures, "escalated_from": int(budgets[0])}
+        v = Verdict(outcome, measures, list(stats), int(b), list(history))
+        if outcome is not Outcome.UNDECIDED or last:
+            v.seconds = time.perf_counter() - start
+            return v, run
+        earlier = v
+    raise AssertionError("unreachable: budgets must be non-empty")

@@ -1,0 +1,132 @@
+"""The claims of Li et al. 2024 that the suite checks, as objects (:class:`theory.core.claims.Claim`).
+
+Each judge runs the reference implementation on a user's problem and decides with the paper package's
+criteria (:mod:`theory.li2024.criteria`, :mod:`theory.li2024.automaton`, :mod:`theory.li2024.local_convergence`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from theory.core.claims import Assumption, Claim
+from theory.core.decision import Outcome, Verdict
+
+PAPER = "Li, Huang, Ildiz, Rawat, Oymak (2024), Mechanics of Next Token Prediction with Self-Attention"
+
+HEAD = Assumption("Assumption 1 (head)", "the head is biorthogonal to the embeddings: C E^T = I",
+                  lambda p: p.assumptions()["head_biorthogonal"])
+LABEL = Assumption("Assumption 2 (label in context)", "every label occurs in its sequence",
+                   lambda p: p.assumptions()["labels_in_sequences"])
+INDEPENDENT = Assumption("independent embeddings", "the K embeddings are linearly independent (K <= d)",
+                         lambda p: p.assumptions()["embeddings_independent"])
+LOG_LOSS = Assumption("log loss", "the loss is -log u (loss \"log\")", lambda p: p.loss == "log")
+RELAXED = Assumption("relaxed setting", "Assumption 1 fails or the loss is ce/lsq (otherwise Theorem 1 applies)",
+                     lambda p: p.loss in ("ce", "lsq") or not p.assumptions()["head_biorthogonal"])
+
+
+def _extend(problem, an):
+    from theory.li2024.training import resume
+
+    return lambda run, steps: resume(problem, run, steps, analysis=an)
+
+
+def _undecided(reason: str, **measures) -> Verdict:
+    return Verdict(Outcome.UNDECIDED, measures, reason_text=reason)
+
+
+def judge_theorem1(problem, budget_scale: float = 1.0) -> Verdict:
+    """GD from ``W(0) = 0`` at the safe step; Theorem 1's decision (or, with ``W^svm = 0``, convergence to a
+    finite minimizer), escalating up to ``ESCALATE_MAX_STEPS x budget_scale`` steps."""
+    from theory.li2024 import criteria
+    from theory.li2024.analysis import analyze
+    from theory.li2024.losses import safe_step
+    from theory.li2024.training import train
+
+    an = analyze(problem, bound=True)
+    eta = safe_step(problem)
+    cap = max(criteria.MIN_STEPS, int(criteria.ESCALATE_MAX_STEPS * budget_scale))
+    W0 = np.zeros((problem.d, problem.d))
+    if an.svm.norm == 0:
+        lam = an.finite.min_curvature
+        steps = max(criteria.MIN_STEPS, int(np.ceil(30 / (eta * lam)))) if lam else criteria.MIN_STEPS
+        if steps > cap:
+            return _undecided(f"30 convergence time constants ({steps} steps) exceed the budget ({cap})", steps=steps)
+        return criteria.finite_convergence_decide(train(problem, steps, eta, analysis=an), _extend(problem, an),
+                                                  max_steps=cap)[0]
+    steps, need = criteria.run_budget(an, eta, W0)
+    if need > cap:
+        return _undecided(f"10^4 time units ({need:.3g} steps) exceed the budget ({cap})", need=need)
+    return criteria.theorem1_decide(train(problem, steps, eta, analysis=an), an, _extend(problem, an), max_steps=cap)[0]
+
+
+def judge_automaton(problem, budget_scale: float = 1.0) -> Verdict:
+    """The automaton reading on the problem's own sequences used as contexts (after Theorem 1's budget)."""
+    from theory.li2024 import criteria
+    from theory.li2024.analysis import analyze
+    from theory.li2024.automaton import automaton_decide
+    from theory.li2024.losses import safe_step
+    from theory.li2024.training import train
+
+    an = analyze(problem)
+    if an.svm.norm == 0:
+        return Verdict(Outcome.NOT_APPLICABLE, {}, reason_text="W^svm = 0: no priority to retrieve by")
+    eta = safe_step(problem)
+    contexts = [list(s) for s in dict.fromkeys(tuple(s) for s in problem.sequences)]
+    cap = max(criteria.MIN_STEPS, int(criteria.ESCALATE_MAX_STEPS * budget_scale))
+    traj = train(problem, criteria.budget(an.svm.norm, eta), eta, analysis=an)
+    return automaton_decide(traj, an, contexts, _extend(problem, an), max_steps=cap)[0]
+
+
+def judge_section5(problem, budget_scale: float = 1.0) -> Verdict:
+    """Section 5's local alignment with the pseudo-TPG (:func:`theory.li2024.local_convergence.verdict`)."""
+    from theory.li2024 import local_convergence
+
+    outcome, why, r = local_convergence.verdict(problem, problem.replace(head=None, loss="log"))
+    mapped = {"aligned": Outcome.HOLDS, "not aligned": Outcome.FAILS, "not judged": Outcome.UNDECIDED}[outcome]
+    measures = {k: r[k] for k in ("steps", "corr_pseudo", "inc_pseudo") if k in r and r[k] is not None}
+    return Verdict(mapped, measures, budget=int(r.get("steps", 0) or 0), reason_text=why)
+
+
+THEOREM1 = Claim(
+    "li2024.theorem1", PAPER, "Theorem 1",
+    "GD on the log loss diverges in norm along W^svm/||W^svm|| and its S_fin part converges to W^fin "
+    "(a finite minimizer when W^svm = 0)",
+    (LOG_LOSS, HEAD, LABEL, INDEPENDENT),
+    "three-valued over budgets 10^4 τ₀, x10, ...: log growth of the W^svm coefficient, the incremental "
+    "direction's tan θ · ln(τ/τ₀) and its trend γ, the finite error's decay, the shrinking leak; fails only "
+    "when rejected at two budgets",
+    ("a target 15-35° off W^svm", "W^fin moved by 0.2", "a run stopped at a tenth of its budget",
+     "W^svm = 0 criterion on a log-growing run", "relaxed head, loss, step size, absent label"),
+    ("properties/li2024/test_theorem1.py", "properties/li2024/test_relaxations.py"),
+    judge_theorem1)
+
+THEOREM2 = Claim(
+    "li2024.theorem2", PAPER, "Theorem 2",
+    "the regularization path W̄_R / R converges to W^svm/||W^svm|| and Π_S W̄_R to W^fin",
+    (HEAD, LABEL, INDEPENDENT),
+    "certified path points at margins up to 16 past the finite part's score debt: the direction error on "
+    "its (log t)/t track and the finite error decaying geometrically, escalated to margins 32, 64",
+    ("reversed-edge Graph-SVMs", "duplicated-sample W^fin"),
+    ("properties/li2024/test_theorem2.py",))
+
+AUTOMATON = Claim(
+    "li2024.automaton", PAPER, "Section 3 (automaton reading)",
+    "the trained layer hard-retrieves the top SCC present in a context and soft-composes it by the W^fin "
+    "softmax",
+    (LOG_LOSS, HEAD, LABEL, INDEPENDENT),
+    "on held-out contexts, leak outside the top SCC and split error: accept <= 1e-2 and halving per decade, "
+    "reject when kept >= 0.9 of their value a decade before at two budgets",
+    ("retrieval of the lowest SCC", "composition with W^fin = 0", "a planted lowest-SCC rule"),
+    ("properties/li2024/test_automaton.py",),
+    judge_automaton)
+
+SECTION5 = Claim(
+    "li2024.section5", PAPER, "Section 5 (local convergence)",
+    "with a head that breaks Assumption 1 or another loss, GD's direction matches the pseudo-TPG's Graph-SVM",
+    (RELAXED, LABEL, INDEPENDENT),
+    "once the selection settles: corr(W, W^svm_pseudo) >= 0.9 and Theorem 1's direction rate against it, "
+    "escalated x10 up to 2e7 steps; converging but not aligned there is undecided",
+    ("a planted threshold that misreads the selection",),
+    ("properties/li2024/test_section5.py", "properties/li2024/test_pseudo.py"),
+    judge_section5)
+
+CLAIMS = (THEOREM1, THEOREM2, AUTOMATON, SECTION5)
