@@ -38,7 +38,7 @@ from theory.tian2023.recall import (TAUS, descent, fig11_pairs, fig12_pairs, ord
                                     recall_figure, recall_grid)
 from theory.tian2023.snap import (FIG3_ETA_Y, FIG3_ETA_Z, FIG8_ETA_Y, FIG8_M, fig3_figure, fig3_violations, fig8_figure,
                                   fig9_figure, fig9_violations, gap_profile, h_continuous, h_discrete, lemma7_violations,
-                                  lemma8_t0, rate_sweep)
+                                  lemma8_t0, rate_sweep, run_curve)
 
 pytestmark = pytest.mark.theorem("Scan and Snap")
 DYN_FEW = max(2, settings.default.max_examples // 8)     # ci: 3 examples of ~1-2 s each
@@ -119,7 +119,7 @@ def test_fig3_reproduction_and_planted_rates():
     rows = rate_sweep(cl, [(ey, FIG3_ETA_Z) for ey in FIG3_ETA_Y])
     record_figure("tian-fig3: dominant logit vs eta_Y at eta_Z = 1",
                   fig3_figure({"eta_z": FIG3_ETA_Z, "runs": rows,
-                               "_curves": [{"eta_y": r["eta_y"], "t": r["_t"], "z": r["_z"]} for r in rows]}))
+                               "curves": [run_curve(r) for r in rows]}))
     record_metrics(**{f"t_snap_over_t0_etaY{r['eta_y']:g}": r["t_snap"] / snap_time_estimate(cl, r["eta_y"])
                       for r in rows})
     bad = fig3_violations(rows)
@@ -154,10 +154,10 @@ def test_fig9_criterion_fails_at_fixed_eta_z():
     assert not fig9_violations(ratio_rows), explain("fixed ratio 0.1", fig9_violations(ratio_rows))
 
     def curves(rs):
-        return [{"eta_y": r["eta_y"], "eta_z": r["eta_z"], "t0": r["t0"], "t": r["_t"], "z": r["_z"]} for r in rs]
+        return [run_curve(r) for r in rs]
     record_figure("tian-fig9 (layout M=17, K=2): fixed eta_Z/eta_Y vs fixed eta_Z",
                   fig9_figure({"fixed_ratio": {"eta_z_over_eta_y": 0.1}, "fixed_eta_z": {"eta_z": 0.4},
-                               "_curves": {"fixed_ratio": curves(ratio_rows), "fixed_eta_z": curves(rows)}}))
+                               "curves": {"fixed_ratio": curves(ratio_rows), "fixed_eta_z": curves(rows)}}))
 
 
 # ------------------------------------------------------------------------------------------------ Fig. 5

@@ -1,9 +1,9 @@
 """Tian et al. 2023 ("Scan and Snap"): the theory simulations of Fig. 3, Fig. 8 and Fig. 9
 (``python -m theory reproduce tian-fig3|tian-fig8|tian-fig9``).
 
-The authors never published the code of these simulations and the seed text
-(``../shared/seeds/003_e1a33e615782ddb4.txt``) lost nearly every symbol.  What follows is reconstructed
-from the equations that survive, the structure of the proofs, THEORY.md (Paper B) and the model of
+The authors never published the code of these simulations, and the plain-text extraction of the paper
+this project works from lost nearly every symbol.  What follows is reconstructed from the equations that
+survive, the structure of the proofs, docs/theory.md (Scan and Snap) and the model of
 :mod:`theory.tian2023.model`; each reconstruction says where it comes from.
 
 Fig. 8 -- Lemma 7 and Remark 2 (Appendix D.3).  Lemma 5 gives, for one class with ``W(0) = 0`` and a frozen
@@ -26,7 +26,7 @@ after ``t_0`` of Lemma 8 the gap never grows -- judged for ``M >= 8`` (Remark 3 
 ``M <= 5`` and ``eta_Y <= 1`` the gap does grow after ``t_0``, by at most 6e-3, measured).  Lemma 8's ``t_0``: ``x = M h`` solves
 ``(M-1) x = e^x`` at its larger root ``x_0 ~ ln M + ln ln M`` (the linear and exponential terms of Eqn. 45
 balance); ``t_0 = ((M-1) h_0 + (e^{x_0} - 1)/M) / eta_Y ~ 2 ln M / eta_Y`` per class (``2 K ln M / eta_Y``
-when ``K`` classes are sampled uniformly: THEORY.md, :func:`theory.tian2023.model.snap_time_estimate`).
+when ``K`` classes are sampled uniformly: docs/theory.md, :func:`theory.tian2023.model.snap_time_estimate`).
 
 Fig. 3 -- Sec. 6: "numerical simulation results of the growth rate [of the dominant distinct token] ...
 smaller eta_Y given fixed eta_Z leads to later transition and larger [B_n(t)] (and [z_ml(t)])".  The values
@@ -277,8 +277,7 @@ def tian_fig3(args) -> dict:
                     "transition t_0 ~ 2 K ln M / eta_Y (the paper's M and eta_Z for Fig. 3 are lost)",
            "runs": [_public(r) | {"t_snap_over_t0": round(r["t_snap"] / r["t0"], 4)} for r in rows],
            "violations": fig3_violations(rows), "runtime_s": round(time.perf_counter() - t0, 2)}
-    out["_curves"] = [{"eta_y": r["eta_y"], "eta_z": r["eta_z"], "t": r["_t"], "z": r["_z"]} for r in rows]
-    out.pop("_curves")
+    out["curves"] = [run_curve(r) for r in rows]
     return out
 
 
@@ -297,18 +296,19 @@ def tian_fig9(args) -> dict:
            "fixed_ratio": {"eta_z_over_eta_y": FIG9_RATIO} | summary(fixed_ratio),
            "fixed_eta_z": {"eta_z": FIG9_RATIO * FIG3_ETA_Y[-1]} | summary(fixed_z),
            "runtime_s": round(time.perf_counter() - t0, 2)}
-    out["_curves"] = {"fixed_ratio": [{"eta_y": r["eta_y"], "eta_z": r["eta_z"], "t0": r["t0"], "t": r["_t"], "z": r["_z"]}
-                                      for r in fixed_ratio],
-                      "fixed_eta_z": [{"eta_y": r["eta_y"], "eta_z": r["eta_z"], "t0": r["t0"], "t": r["_t"], "z": r["_z"]}
-                                      for r in fixed_z]}
-    out.pop("_curves")
+    out["curves"] = {"fixed_ratio": [run_curve(r) for r in fixed_ratio], "fixed_eta_z": [run_curve(r) for r in fixed_z]}
     return out
+
+
+def run_curve(row: dict) -> dict:
+    """One run's ``z*(t)`` as the JSON carries it: the figure is drawn from the printed result alone."""
+    return {"eta_y": row["eta_y"], "eta_z": row["eta_z"], "t0": row["t0"], "t": row["_t"], "z": row["_z"]}
 
 
 def fig3_figure(result: dict) -> bytes:
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for c, r in zip(result["_curves"], result["runs"]):
+    for c, r in zip(result["curves"], result["runs"]):
         t, z = np.asarray(c["t"][1:]), np.asarray(c["z"][1:])
         line, = axes[0].semilogx(t, z, label=f"eta_Y={c['eta_y']:g}")
         axes[0].axvline(r["t_snap"], color=line.get_color(), ls="--", lw=0.7)
@@ -326,7 +326,7 @@ def fig9_figure(result: dict) -> bytes:
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
     for ax, key, title in ((axes[0], "fixed_ratio", f"eta_Z/eta_Y = {result['fixed_ratio']['eta_z_over_eta_y']:g}"),
                            (axes[1], "fixed_eta_z", f"eta_Z = {result['fixed_eta_z']['eta_z']:g}")):
-        for c in result["_curves"][key]:
+        for c in result["curves"][key]:
             t, z = np.asarray(c["t"][1:]), np.asarray(c["z"][1:])
             line, = ax.semilogx(t, z, label=f"eta_Y={c['eta_y']:g}")
             ax.plot([c["t0"]], [np.interp(c["t0"], t, z)], "o", color=line.get_color())
