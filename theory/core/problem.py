@@ -1,14 +1,26 @@
-"""Next-token prediction problems (THEORY.md, Paper A, "Model and loss").
+"""Next-token prediction problems (docs/theory.md, "Model and loss").
 
 A problem is embeddings ``E`` (K x d), a linear head ``C`` (K x d), token sequences whose last token
 is the query, labels and a loss name.  Malformed input raises :class:`ProblemError` whose message
 names the field and the index; unmet *assumptions* are reported by :meth:`Problem.assumptions`,
 never raised, because the suite deliberately relaxes them.
+
+The file format is published as a JSON Schema, ``theory/core/problem.schema.json`` (package data,
+:func:`schema`).  The loader here is the validator the command line uses: it gives a one-line message
+naming the field and index, and it also checks what a schema cannot state (equal row lengths, token ids
+below K, one label per sequence, a default head that exists).  ``properties/core/test_problem_files.py``
+checks that the two agree: every file the loader accepts satisfies the schema, and every structural
+malformation is rejected by both.
+
+The problem files the package ships (``examples/`` in the repository, ``theory/examples`` once installed)
+are found by :func:`shipped_example`: a path ``examples/NAME.json`` that does not exist where the command
+runs is read from the installed package, so the documented commands work from any directory.
 """
 from __future__ import annotations
 
 import json
 import math
+from importlib import resources
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -24,6 +36,27 @@ ASSUMPTION_TOL = 1e-8
 
 class ProblemError(ValueError):
     """Invalid problem input; the message is one line naming the field and index."""
+
+
+def schema() -> dict:
+    """The problem file's JSON Schema (draft 2020-12), shipped with the package."""
+    return json.loads(resources.files("theory.core").joinpath("problem.schema.json").read_text())
+
+
+def shipped_examples() -> list[str]:
+    """Names (``NAME.json``) of the problem files shipped with the package."""
+    root = resources.files("theory").joinpath("examples")
+    return sorted(p.name for p in root.iterdir() if p.name.endswith(".json")) if root.is_dir() else []
+
+
+def shipped_example(path) -> Path | None:
+    """The shipped problem file that ``path`` names when it does not exist here: ``examples/NAME.json`` or
+    ``NAME.json``; ``None`` otherwise (a path that exists is never redirected)."""
+    p = Path(path)
+    if p.exists() or p.suffix != ".json" or str(p.parent) not in (".", "examples"):
+        return None
+    candidate = resources.files("theory").joinpath("examples", p.name)
+    return Path(str(candidate)) if candidate.is_file() else None
 
 
 def _matrix(value, name: str) -> np.ndarray:
@@ -189,6 +222,7 @@ class Problem:
 
     @classmethod
     def load(cls, path) -> "Problem":
+        path = shipped_example(path) or path
         try:
             text = Path(path).read_text()
         except OSError as exc:

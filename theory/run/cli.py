@@ -24,6 +24,7 @@ def _parser() -> argparse.ArgumentParser:
     from theory.run.reproduce import EXPERIMENTS
 
     p = _Parser(prog="python -m theory", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version=f"attention-tpg-suite {_version()}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     a = sub.add_parser("analyze", help="graphs, Graph-SVM, cyclic subspace and W^fin of a problem file")
     a.add_argument("file")
@@ -65,6 +66,12 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--figure", default=None, help="write the phase diagram (or measures per seed) as PNG")
     w.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
+
+
+def _version() -> str:
+    from theory import __version__
+
+    return __version__
 
 
 def _load_matrix(path: str, d: int) -> np.ndarray:
