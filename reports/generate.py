@@ -4,7 +4,15 @@
 
 * ``RUN_DIR/run.json`` -- the run (date, profile, seed, versions, workers, duration, command; the
   controller's view of every outcome), written by :mod:`reports.plugin`;
-* ``RUN_DIR/data/*.jsonl`` -- one JSON line per test, one file per process that ran tests.
+* ``RUN_DIR/data/*.jsonl`` -- one JSON line per test, one file per process that ran tests (``.jsonl.gz``
+  is read too);
+* ``RUN_DIR/observations/*_testcases.jsonl.gz`` -- Hypothesis's observations (counted and linked; plain
+  ``.jsonl`` from a run still in progress or an older plugin is accepted).
+
+The header's verdict is pytest's exit status: green exactly when it was 0.  A non-strict xfail that
+passed (``xpassed``) does not fail a run, so it is listed apart, not counted as a failure.  Tests without
+a ``theorem`` marker are grouped apart from the theorem rows, by the folder they live in
+(:func:`untagged_group`).
 
 The page is one self-contained file: CSS inline, charts as inline SVG or base64 PNG ``data:`` URIs.
 Sections (each an element with this id, which the tests check): ``run``, ``dashboard``, ``properties``,
@@ -13,15 +21,16 @@ Sections (each an element with this id, which the tests check): ``run``, ``dashb
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import re
 import sys
 from collections import defaultdict
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import jinja2
 
-from reports.plugin import replay_command, rerun_command
+from reports.commands import replay_command, rerun_command
 
 SECTIONS = ("run", "dashboard", "properties", "counterexamples", "relaxations")
 # Dashboard order and the paper each group belongs to; other groups follow alphabetically.
@@ -35,7 +44,23 @@ ALWAYS_SHOWN = ("Theorem 1", "Theorem 2", "Automaton", "Section 5")
 # Generated-input statistics charted per property, in this order, with their display names.
 INPUT_KEYS = {"K": "K (vocabulary)", "n": "n (samples)", "T": "T (length)", "n_sccs": "number of SCCs",
               "dim_sfin": "dim S_fin", "svm_norm": "||W^svm||"}
-FAILED = ("failed", "error", "xpassed")
+# Outcomes that fail a pytest run.  "xpassed" is a non-strict xfail that passed: pytest exits 0 (a strict
+# one that passes is reported by pytest as "failed").
+FAILED = ("failed", "error")
+EXIT_MEANINGS = {0: "all tests passed", 1: "tests failed", 2: "interrupted", 3: "internal error",
+                 4: "usage error", 5: "no tests collected"}
+# Untagged tests, by the folder holding their module (properties/<folder>/test_*.py): the group's name
+# and its paper.  A folder not listed gets its own readable name.
+AREAS = {"li2024": ("Li et al. 2024, untagged", "Li et al. 2024"),
+         "tian2023": ("Tian et al. 2023, untagged", "Tian et al. 2023"),
+         "suite": ("Suite machinery", "suite"), "core": ("Core, untagged", "both"),
+         "quality": ("Quality, untagged", "suite")}
+# The flat layout (every module directly in properties/): the folder each module has moved to.
+FLAT_MODULES = {**{m: "li2024" for m in ("theorem1", "theorem2", "automaton", "section5", "relaxations",
+                                         "invariances", "reference", "reproductions", "pseudo", "engine",
+                                         "certificates", "saturated_gradients")},
+                "conic": "core", "problem_files": "core", "quality": "quality"}
+TEST_ROOT = "properties"
 
 
 def load_run(run_dir) -> dict:
@@ -46,8 +71,8 @@ def load_run(run_dir) -> dict:
     # A partial run.json (e.g. written by hand, or by an older plugin) still renders.
     run = {"run_id": run_dir.name, **RUN_DEFAULTS, **run}
     tests: dict[str, dict] = {}
-    for path in sorted((run_dir / "data").glob("*.jsonl")):
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+    for path in _jsonl_files(run_dir / "data", "*"):
+        for n, line in enumerate(_read_text(path).splitlines()):
             if not line.strip():
                 continue
             try:
@@ -68,19 +93,55 @@ def load_run(run_dir) -> dict:
     return run
 
 
+def _jsonl_files(folder: Path, stem: str) -> list[Path]:
+    """``folder/<stem>.jsonl`` and ``.jsonl.gz`` files; where both exist for one name, the gzipped one."""
+    found = {p.name[:-len(".gz")] if p.name.endswith(".gz") else p.name: p
+             for p in sorted(folder.glob(f"{stem}.jsonl")) + sorted(folder.glob(f"{stem}.jsonl.gz"))}
+    return [found[k] for k in sorted(found)]
+
+
+def _open(path: Path):
+    """A text reader of a ``.jsonl`` or ``.jsonl.gz`` file.  A gzip stream cut short (a killed process)
+    yields what it holds and then stops."""
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
+    return open(path, encoding="utf-8", errors="replace")
+
+
+def _read_text(path: Path) -> str:
+    out = []
+    with _open(path) as fh:
+        try:
+            for line in fh:
+                out.append(line)
+        except (EOFError, OSError) as exc:  # a truncated gzip file: keep what was read
+            print(f"tpg-report: {path.name} is truncated ({exc}); read {len(out)} lines", file=sys.stderr)
+    return "".join(out)
+
+
 RUN_DEFAULTS = {"profile": "?", "derandomize": None, "seed": None, "seed_chosen_by_report": False, "args": [],
                 "workers": 0, "versions": {}, "max_cards": 12, "outcomes": {}, "started": "?"}
 TEST_DEFAULTS = {"worker": None, "outcome": "error", "duration": 0.0, "text": "", "doc": "", "reproduce_blob": None,
-                 "printed_seed": None, "hypothesis": [], "records": {}}
+                 "printed_seed": None, "hypothesis": [], "records": {}, "xfail_reason": None}
 CARD_DEFAULTS = {"title": "counterexample", "problem": None, "what_fails": "", "amount": float("nan"),
                  "problem_file": "", "replay": "", "graphs": None, "svm_tokens": None, "fin_tokens": None,
                  "curves": None}
 
 
 def _normalize(t: dict) -> dict:
-    """Fill the fields an older or partial line may lack, so the template can rely on them."""
+    """Fill the fields an older or partial line may lack, so the template can rely on them; set the
+    test's ``group`` (its theorem, or for an untagged test :func:`untagged_group`)."""
     t = {**TEST_DEFAULTS, **t}
-    t.setdefault("theorem", Path(t["nodeid"].split("::")[0]).stem)
+    module_stem = PurePosixPath(t["nodeid"].split("::")[0]).stem
+    theorem = t.get("theorem")
+    # Older plugins wrote the module's name as the "theorem" of an untagged test.
+    tagged = t.get("tagged", bool(theorem) and theorem != module_stem) and bool(theorem)
+    t["tagged"] = tagged
+    if tagged:
+        t["group"], t["paper"] = theorem, GROUPS.get(theorem) or area_of(t["nodeid"])[1]
+    else:
+        t["theorem"] = None
+        t["group"], t["paper"] = untagged_group(t["nodeid"])
     t["records"] = dict(t["records"] or {})
     t["records"]["counterexample"] = [{**CARD_DEFAULTS, **c} for c in t["records"].get("counterexample") or []]
     return t
@@ -147,12 +208,85 @@ def _card(test: dict, ce: dict, run_dir: Path, full: bool) -> dict:
     return card
 
 
+def area_of(nodeid: str) -> tuple[str, str]:
+    """``(folder key, paper)`` of a test from its node id's path, in either layout: the innermost folder
+    below ``properties/`` (``properties/li2024/test_theorem1.py`` -> ``li2024``), or for a module directly
+    in ``properties/`` the folder it moved to (``properties/test_theorem1.py`` -> ``li2024``; a Scan and
+    Snap module -> ``tian2023``; any other -> ``suite``).  A module outside ``properties/`` is its own area.
+    """
+    parts = PurePosixPath(nodeid.split("::")[0].replace("\\", "/")).parts
+    folders, stem = parts[:-1], PurePosixPath(parts[-1]).stem if parts else ""
+    name = stem[len("test_"):] if stem.startswith("test_") else stem
+    below = folders[folders.index(TEST_ROOT) + 1:] if TEST_ROOT in folders else None
+    if below:  # properties/<folder>/.../test_x.py: the first folder that names an area, else the innermost
+        key = next((f for f in below if f in AREAS), below[-1])
+    elif below is not None:  # the flat layout: properties/test_x.py
+        key = "tian2023" if name.startswith("scansnap") else FLAT_MODULES.get(name, "suite")
+    else:  # outside properties/ (a synthetic suite, another root): the innermost folder, else the module
+        key = folders[-1] if folders else name
+    return key, AREAS[key][1] if key in AREAS else ""
+
+
+def _readable(name: str) -> str:
+    name = name.replace("_", " ").replace("-", " ").strip()
+    return name[:1].upper() + name[1:] if name else "?"
+
+
+def untagged_group(nodeid: str) -> tuple[str, str]:
+    """``(group name, paper)`` of a test without a ``theorem`` marker: its area's name (``Suite machinery``,
+    ``Li et al. 2024, untagged``, ...), never a raw module name."""
+    key, paper = area_of(nodeid)
+    return (AREAS[key][0] if key in AREAS else f"{_readable(key)}, untagged"), paper
+
+
+def relaxation_matches(expected, outcome) -> bool:
+    """Whether a relaxation row's outcome is the expected one: equal, or the expected word followed by
+    details (``counterexample (n=2, K=3) at head.json`` is the outcome ``counterexample``)."""
+    e, o = str(expected or "").strip().lower(), str(outcome or "").strip().lower()
+    if not e:
+        return False
+    return o == e or (o.startswith(e) and not o[len(e)].isalnum())
+
+
+def verdict(run: dict, n_failed: int, counts: dict) -> dict:
+    """The header: pytest's exit status decides the colour (green exactly when it is 0); the counts say
+    what happened.  Without a recorded exit status (a hand-written run.json) the failures decide.  Xpassed
+    tests are left to their own note in the header (see the template), not counted here."""
+    status = run.get("exitstatus")
+    known = isinstance(status, int) and not isinstance(status, bool)
+    ok = status == 0 if known else n_failed == 0
+    total = counts["properties"]
+    others = [f"{counts[k]} {k}" for k in ("skipped", "xfailed") if counts[k]]
+    if n_failed:
+        text = f"{n_failed} of {total} properties failed"
+    elif known and status != 0:
+        text = f"pytest exited with status {status} ({EXIT_MEANINGS.get(status, 'see the terminal')})"
+        others = []
+    elif counts["passed"] == total:
+        text = f"all {total} properties passed"
+    else:
+        text = f"none of {total} properties failed: {counts['passed']} passed"
+        others = [", ".join(others)] if others else []
+        text += (", " + others[0]) if others else ""
+        others = []
+    if others:
+        text += " (" + ", ".join(others) + ")"
+    text += f" · exit status {status}" if known else " · exit status not recorded"
+    return {"ok": ok, "known": known, "exitstatus": status, "text": text,
+            "meaning": EXIT_MEANINGS.get(status, "") if known else ""}
+
+
+OUTCOME_BUCKET = {"passed": "passed", "failed": "failed", "error": "failed", "xfailed": "xfailed",
+                  "xpassed": "xpassed", "skipped": "skipped"}
+BUCKETS = ("properties", "examples", "judged", "passed", "failed", "xfailed", "xpassed", "skipped", "time")
+
+
 def build_context(run: dict, run_dir: Path) -> dict:
     """Everything the template needs, computed once here so the template stays declarative."""
-    tests = sorted(run["tests"].values(), key=lambda t: (_group_key(t.get("theorem", "")), t["nodeid"]))
+    tests = sorted(run["tests"].values(), key=lambda t: (not t["tagged"], _group_key(t["group"]), t["nodeid"]))
     max_cards = int(run.get("max_cards") or 12)
-    groups: dict[str, dict] = {g: _empty_group(g) for g in ALWAYS_SHOWN}
-    cards, relaxations, failures, pending = [], [], [], []
+    groups: dict[str, dict] = {g: _empty_group(g, tagged=True) for g in ALWAYS_SHOWN}
+    cards, relaxations, failures, xpasses, pending = [], [], [], [], []
     targets: dict[str, dict] = {}  # best score per hypothesis.target label, over the whole run
     seen_relaxations: dict = {}
     for i, t in enumerate(tests):
@@ -166,7 +300,12 @@ def build_context(run: dict, run_dir: Path) -> dict:
         t["n_inputs"] = len(inputs)
         t["metrics"] = [m for m in rec.get("metrics") or []]
         t["figures"] = [_figure_within_budget(f) for f in rec.get("figure") or []]
-        g = groups.setdefault(t.get("theorem", "?"), _empty_group(t.get("theorem", "?")))
+        g = groups.get(t["group"])
+        if g is None:
+            g = groups[t["group"]] = _empty_group(t["group"], tagged=t["tagged"])
+        g["papers"].append(t["paper"])
+        if not t["tagged"]:
+            g["modules"].setdefault(_readable(_module_name(t["nodeid"])), None)
         g["properties"] += 1
         g["examples"] += (t["hyp"] or {}).get("generated", 0)
         g["judged"] += (t["hyp"] or {}).get("judged", 0)
@@ -177,8 +316,7 @@ def build_context(run: dict, run_dir: Path) -> dict:
             if e["score"] > best["score"]:
                 best.update(e, nodeid=t["nodeid"], anchor=t["anchor"])
         g["time"] += float(t.get("duration") or 0.0)
-        bucket = "failed" if t["failed"] else ("passed" if t.get("outcome") in ("passed", "xfailed") else "skipped")
-        g[bucket] += 1
+        g[OUTCOME_BUCKET.get(t.get("outcome"), "failed")] += 1
         t["cards"] = []
         pending += [(t, ce) for ce in rec.get("counterexample") or []]
         for r in rec.get("relaxation") or []:
@@ -187,14 +325,17 @@ def build_context(run: dict, run_dir: Path) -> dict:
             if key in seen_relaxations:
                 seen_relaxations[key]["count"] += 1
                 continue
-            row = {**r, "nodeid": t["nodeid"], "count": 1,
-                   "matches": str(r.get("outcome", "")).strip().lower() == str(r.get("expected", "")).strip().lower()}
+            matches = relaxation_matches(r.get("expected"), r.get("outcome"))
+            row = {**r, "nodeid": t["nodeid"], "count": 1, "matches": matches,
+                   "state": "good" if matches else ("bad" if t["failed"] else "warn")}
             seen_relaxations[key] = row
             relaxations.append(row)
         t["falsifying"] = _falsifying_example(t.get("text") or "")
         t["reason"] = _reason(t.get("text") or "") if t["failed"] else ""
         if t["failed"]:
             failures.append(t)
+        elif t.get("outcome") == "xpassed":
+            xpasses.append(t)
     # Failing tests' cards first, so they get the drawings when there are more cards than the budget.
     pending.sort(key=lambda tc: not tc[0]["failed"])
     for i, (t, ce) in enumerate(pending):
@@ -202,17 +343,31 @@ def build_context(run: dict, run_dir: Path) -> dict:
         card["n"] = i + 1
         cards.append(card)
         t["cards"].append(card)
-    group_rows = sorted(groups.values(), key=lambda g: _group_key(g["name"]))
-    totals = {k: sum(g[k] for g in group_rows) for k in ("properties", "examples", "judged", "passed", "failed", "skipped", "time")}
+    for g in groups.values():
+        papers = sorted(set(g.pop("papers")) - {""})
+        g["paper"] = GROUPS.get(g["name"]) or (papers[0] if len(papers) == 1 else "both" if papers else "")
+        g["modules"] = sorted(g["modules"])
+        if g["modules"] == [g["name"].split(",")[0]]:  # a module outside any folder names its own group
+            g["modules"] = []
+    group_rows = sorted(groups.values(), key=lambda g: (not g["tagged"], _group_key(g["name"])))
+    totals = {k: sum(g[k] for g in group_rows) for k in BUCKETS}
+    n_failed = sum(t["failed"] for t in tests)
     return {
         "run": run, "tests": tests, "groups": group_rows, "totals": totals, "cards": cards,
-        "relaxations": relaxations, "failures": failures, "sections": SECTIONS,
+        "theorem_groups": [g for g in group_rows if g["tagged"]],
+        "untagged_groups": [g for g in group_rows if not g["tagged"]],
+        "relaxations": relaxations, "failures": failures, "xpasses": xpasses, "sections": SECTIONS,
         "targets": [targets[k] for k in sorted(targets)],
         "rerun": run.get("rerun") or rerun_command(run), "max_cards": max_cards,
-        "n_failed": sum(t["failed"] for t in tests), "run_dir": str(run_dir),
+        "n_failed": n_failed, "verdict": verdict(run, n_failed, totals), "run_dir": str(run_dir),
         "observations": _observations(run_dir),
         "sweeps": _sweeps(run, run_dir),
     }
+
+
+def _module_name(nodeid: str) -> str:
+    stem = PurePosixPath(nodeid.split("::")[0]).stem
+    return stem[len("test_"):] if stem.startswith("test_") else stem
 
 
 SWEEP_DIR_ENV = "ATTN_SUITE_SWEEPS"  # folder of sweep files (default: <rootdir>/sweeps, python -m theory sweep's)
@@ -233,7 +388,10 @@ def _sweeps(run: dict, run_dir: Path) -> list[dict]:
     for f in sorted({p.resolve() for d in folders if d.is_dir() for p in d.glob("*.jsonl")}):
         entry = {"file": str(f), "name": f.stem}
         try:
-            from theory.run.sweep import figure, read_records
+            try:
+                from theory.run.sweep import figure, read_records
+            except ModuleNotFoundError:  # the layout before theory/ had sub-packages
+                from theory.sweep import figure, read_records
 
             recs = read_records(f)
             counts: dict = {}
@@ -248,15 +406,19 @@ def _sweeps(run: dict, run_dir: Path) -> list[dict]:
 
 
 def _observations(run_dir: Path) -> dict | None:
-    """The run's Hypothesis observation files (Tyche's input), with how many test cases they hold."""
-    files = sorted((run_dir / "observations").glob("*_testcases.jsonl"))
+    """The run's Hypothesis observation files (Tyche's input, ``.jsonl.gz`` or ``.jsonl``), with how many
+    test cases they hold and their size on disk."""
+    folder = run_dir / "observations"
+    files = _jsonl_files(folder, "*_testcases")
     if not files:
         return None
     cases = 0
     for f in files:
-        with open(f, "rb") as fh:
-            cases += sum(1 for _ in fh)
-    return {"files": [f"observations/{f.name}" for f in files], "cases": cases}
+        cases += sum(1 for _ in _read_text(f).splitlines())
+    everything = [p for p in folder.iterdir() if p.is_file()]
+    return {"files": [f"observations/{f.name}" for f in files], "cases": cases,
+            "gzipped": any(f.name.endswith(".gz") for f in files),
+            "bytes": sum(p.stat().st_size for p in everything)}
 
 
 def _reason(text: str) -> str:
@@ -319,9 +481,10 @@ def _input_charts(inputs: list[dict]) -> tuple[list[str], str]:
     return hists, ", ".join(ranges)
 
 
-def _empty_group(name: str) -> dict:
-    return {"name": name, "paper": GROUPS.get(name, ""), "properties": 0, "examples": 0, "judged": 0, "passed": 0,
-            "failed": 0, "skipped": 0, "time": 0.0}
+def _empty_group(name: str, tagged: bool) -> dict:
+    return {"name": name, "slug": "group-" + re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-"), "tagged": tagged,
+            "paper": GROUPS.get(name, ""), "papers": [], "modules": {}, "properties": 0, "examples": 0, "judged": 0,
+            "passed": 0, "failed": 0, "xfailed": 0, "xpassed": 0, "skipped": 0, "time": 0.0}
 
 
 def _group_key(name: str):
@@ -337,12 +500,18 @@ def _env() -> jinja2.Environment:
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters["seconds"] = _seconds
     env.filters["num"] = _num
+    env.filters["size"] = _size
     return env
 
 
 def _seconds(x) -> str:
     x = float(x or 0.0)
     return f"{x * 1000:.0f} ms" if x < 1 else (f"{x:.1f} s" if x < 120 else f"{x / 60:.1f} min")
+
+
+def _size(n) -> str:
+    n = float(n or 0)
+    return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB" if n >= 1e3 else f"{n:.0f} B"
 
 
 def _num(x) -> str:

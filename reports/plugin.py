@@ -15,6 +15,12 @@ Data flow (works with and without pytest-xdist):
 * The controller also notes every outcome it sees (xdist forwards workers' reports), writes
   ``<run>/run.json`` and, after the session, merges the worker files and renders the HTML
   (:mod:`reports.generate`).  ``reports/latest`` then points at the run.
+* Every process that observes (see :func:`_observe`) gzips its observation files when its session ends
+  (``<run>/observations/*.jsonl.gz``); old run folders beyond ``--report-keep`` (or ``$TPG_REPORT_KEEP``,
+  default 30) are deleted after each run.
+
+The report's verdict is pytest's: its header is green exactly when pytest's exit status is 0 (a
+non-strict xfail that passes is shown apart, not as a failure).
 
 Report generation never changes the exit status or hides a test result; if it fails, one warning line
 with the reason is printed in the terminal summary (the traceback goes to ``<run>/generate-error.txt``).
@@ -25,8 +31,9 @@ import datetime as _dt
 import json
 import os
 import re
+import gzip
 import secrets
-import shlex
+import shutil
 import sys
 import time
 import traceback
@@ -36,12 +43,20 @@ from pathlib import Path
 import pytest
 
 from reports import record
+# Re-exported: tests and callers have always found the commands here.
+from reports.commands import hypothesis_args, replay_command, rerun_command  # noqa: F401
 
 RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
 # Hypothesis phases whose test cases count as "examples tried" (shrinking is reported separately).
 _EXAMPLE_PHASES = ("explicit", "reuse", "generate", "target")
 _LONGREPR_MAX = 8000
 SIZE_BUDGET_MB = 5
+# Run folders kept under the report root (newest first): --report-keep, else this variable, else KEEP_DEFAULT.
+KEEP_ENV = "TPG_REPORT_KEEP"
+KEEP_DEFAULT = 30
+# Hypothesis's observations for Tyche: on unless --no-observations or TPG_REPORT_OBSERVATIONS=0 (off/no/false).
+OBSERVATIONS_ENV = "TPG_REPORT_OBSERVATIONS"
+_OFF = ("0", "off", "no", "false")
 
 _KEY_INFO = pytest.StashKey[dict]()
 
@@ -52,14 +67,40 @@ def pytest_addoption(parser):
                     help="folder holding reports/<run-id>/ and reports/latest (default: <rootdir>/reports)")
     group.addoption("--report-max-cards", type=int, default=12,
                     help="counterexample cards rendered in full; the rest are listed in one line each")
-    group.addoption("--report-keep", type=int, default=30,
-                    help="run folders kept under the report root, newest first (0: keep all)")
+    group.addoption("--report-keep", type=int, default=None, metavar="N",
+                    help=f"run folders kept under the report root, newest first (0: keep all); default "
+                         f"${KEEP_ENV} if set, else {KEEP_DEFAULT}")
     group.addoption("--no-observations", action="store_true", default=False,
-                    help="do not write Hypothesis's observations (JSON lines for Tyche) into the run folder")
+                    help="do not write Hypothesis's observations (JSON lines for Tyche, gzipped when the run "
+                         f"ends) into the run folder; {OBSERVATIONS_ENV}=0 does the same")
     group.addoption("--replay-blob", default=None, metavar="BLOB",
                     help="replay one failing example of the one selected Hypothesis test: the "
                          "@reproduce_failure(...) text a failing test prints (its card in the report gives the "
                          "whole command); needs the Hypothesis version that printed it")
+
+
+def report_keep(config) -> int:
+    """How many run folders to keep: ``--report-keep``, else ``$TPG_REPORT_KEEP``, else 30."""
+    given = config.getoption("report_keep", None)
+    if given is not None:
+        return int(given)
+    env = os.environ.get(KEEP_ENV, "").strip()
+    if not env:
+        return KEEP_DEFAULT
+    try:
+        return int(env)
+    except ValueError:
+        raise pytest.UsageError(f"{KEEP_ENV}={env!r}: not a whole number of run folders to keep") from None
+
+
+def observations_setting(config) -> tuple[bool, str]:
+    """Whether this run writes observations, and what decided it (shown in the report)."""
+    if config.getoption("no_observations", False):
+        return False, "off: --no-observations"
+    env = os.environ.get(OBSERVATIONS_ENV, "").strip()
+    if env.lower() in _OFF:
+        return False, f"off: {OBSERVATIONS_ENV}={env}"
+    return True, f"on ({OBSERVATIONS_ENV}={env})" if env else "on (the default)"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -161,6 +202,8 @@ def pytest_configure(config):
         _observe(config, Path(run_dir), workerinput.get("workerid", "gw"))
         return
 
+    keep = report_keep(config)  # a malformed $TPG_REPORT_KEEP is a usage error before anything runs
+
     root = Path(config.getoption("report_root") or (config.rootpath / "reports")).resolve()
     run_id = _new_run_id()
     run_dir = root / run_id
@@ -192,6 +235,7 @@ def pytest_configure(config):
             "args": [str(a) for a in config.invocation_params.args],
             "rootdir": str(config.rootpath), "workers": 0,
             "max_cards": config.getoption("report_max_cards"),
+            "keep": keep, "observations_setting": observations_setting(config)[1],
             "versions": _versions(),
         },
         "t0": time.time(), "outcomes": {},
@@ -202,11 +246,12 @@ def pytest_configure(config):
 
 def _observe(config, run_dir: Path, worker: str) -> None:
     """Hypothesis's observations of every test case (and its info lines), as the JSON lines Tyche reads,
-    in ``<run>/observations/<worker>_testcases.jsonl`` and ``<worker>_info.jsonl``.
+    in ``<run>/observations/<worker>_testcases.jsonl`` and ``<worker>_info.jsonl``; gzipped by
+    :func:`_finish_observations` when this process's session ends (a stress run writes ~90 MB of them).
 
     Coverage collection is switched off: it traces every line of the reference implementation and would
     multiply the run's time; Tyche's other views (examples, events, targets, timings) do not need it."""
-    if config.getoption("no_observations", False):
+    if not observations_setting(config)[0]:
         return
     try:
         from hypothesis.internal import observability
@@ -232,6 +277,47 @@ def _observe(config, run_dir: Path, worker: str) -> None:
             _warn_once(config, f"tpg-report: could not write an observation: {exc!r}")
 
     observability.add_observability_callback(deliver, all_threads=True)
+    config.stash[_KEY_OBSERVER] = {"callback": deliver, "handles": handles, "folder": folder, "worker": worker}
+
+
+_KEY_OBSERVER = pytest.StashKey[dict]()
+
+
+def _finish_observations(config) -> None:
+    """Stop observing, close this process's observation files and gzip them (``.jsonl`` -> ``.jsonl.gz``).
+
+    Each observing process compresses only its own files; an xdist worker does it before it tells the
+    controller it finished, so the controller renders after every file is compressed."""
+    observer = config.stash.get(_KEY_OBSERVER, None)
+    if observer is None:
+        return
+    del config.stash[_KEY_OBSERVER]
+    try:
+        from hypothesis.internal import observability
+
+        observability.remove_observability_callback(observer["callback"])
+    except Exception:
+        pass
+    for fh in observer["handles"].values():
+        fh.close()
+    for kind in ("testcases", "info"):
+        path = observer["folder"] / f"{observer['worker']}_{kind}.jsonl"
+        if path.exists():
+            try:
+                gzip_file(path)
+            except OSError as exc:  # the plain file stays; readers accept both
+                _warn_once(config, f"tpg-report: could not compress {path}: {exc!r}")
+
+
+def gzip_file(path: Path) -> Path:
+    """``path`` -> ``path.gz`` (written aside, then renamed, then the original removed)."""
+    out = path.with_name(path.name + ".gz")
+    tmp = path.with_name(path.name + ".gz.tmp")
+    with open(path, "rb") as src, gzip.open(tmp, "wb", compresslevel=6) as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    os.replace(tmp, out)
+    path.unlink()
+    return out
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -262,12 +348,13 @@ def _versions() -> dict:
 # Per test, in the process that runs it.
 # --------------------------------------------------------------------------------------------------
 
-def _theorem(item) -> str:
+def _theorem(item) -> str | None:
+    """The test's ``@pytest.mark.theorem`` name; None for an untagged test (the report groups those by
+    the folder or module they live in, see ``reports.generate.untagged_group``)."""
     marker = item.get_closest_marker("theorem")
     if marker is not None and marker.args:
         return str(marker.args[0])
-    # Unmarked tests are grouped by module.
-    return Path(str(item.path)).stem if getattr(item, "path", None) else item.nodeid.split("::")[0]
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -421,6 +508,8 @@ def pytest_runtest_makereport(item, call):
                  "xfail": hasattr(report, "wasxfail")}
         if report.failed or (report.skipped and report.when != "teardown"):
             entry["text"] = _longrepr_text(report)
+        if hasattr(report, "wasxfail"):
+            entry["xfail_reason"] = str(report.wasxfail or "")
         phases[report.when] = entry
         if report.when == "teardown":
             _write_test_line(item, info, phases)
@@ -435,8 +524,9 @@ def _write_test_line(item, info, phases) -> None:
     text = "\n".join(p.get("text", "") for p in phases.values() if p.get("text"))
     blob = _BLOB_RE.search(text)
     seed = _SEED_RE.search(text)
+    theorem = _theorem(item)
     line = {
-        "nodeid": item.nodeid, "worker": info["worker"], "theorem": _theorem(item),
+        "nodeid": item.nodeid, "worker": info["worker"], "theorem": theorem, "tagged": theorem is not None,
         "module": item.nodeid.split("::")[0],
         "doc": (getattr(getattr(item, "function", None), "__doc__", None) or "").strip().split("\n\n")[0][:600],
         "outcome": _outcome(phases), "duration": sum(p["duration"] for p in phases.values()),
@@ -445,6 +535,7 @@ def _write_test_line(item, info, phases) -> None:
         "hypothesis": item.stash.get(_KEY_STATS, []),
         "judged": item.stash.get(_KEY_JUDGED, None),
         "records": records,
+        "xfail_reason": next((p["xfail_reason"] for p in phases.values() if p.get("xfail_reason") is not None), None),
     }
     path = Path(info["run_dir"]) / "data" / f"{info['worker']}.jsonl"
     with open(path, "a", encoding="utf-8") as fh:
@@ -478,6 +569,8 @@ def pytest_runtest_logreport(report):
         o["text"] = _longrepr_text(report)
     elif report.skipped and report.when != "teardown" and o["outcome"] == "passed":
         o["outcome"] = "xfailed" if hasattr(report, "wasxfail") else "skipped"
+    elif report.passed and report.when == "call" and hasattr(report, "wasxfail") and o["outcome"] == "passed":
+        o["outcome"] = "xpassed"  # a non-strict xfail that passed: not a failure (pytest exits 0)
 
 
 _controller_info: dict | None = None
@@ -490,8 +583,14 @@ def pytest_sessionstart(session):
     _controller_info = info if info is not None and info.get("controller") else None
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
+    """Every observing process gzips its observations; the controller then writes run.json and renders.
+
+    ``trylast`` and ``session.exitstatus``: the status recorded is the one pytest exits with, after any
+    other plugin's ``pytest_sessionfinish`` had its say."""
     global _controller_info
+    _finish_observations(session.config)
     info = _controller_info
     _controller_info = None
     if info is None:
@@ -499,7 +598,7 @@ def pytest_sessionfinish(session, exitstatus):
     run = info["run"]
     run["finished"] = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
     run["duration_s"] = round(time.time() - info["t0"], 2)
-    run["exitstatus"] = int(exitstatus)
+    run["exitstatus"] = int(getattr(session, "exitstatus", exitstatus))
     run["rerun"] = rerun_command(run)
     run["outcomes"] = info["outcomes"]
     run_dir = Path(info["run_dir"])
@@ -509,7 +608,7 @@ def pytest_sessionfinish(session, exitstatus):
 
         out = generate.render(run_dir)
         _point_latest(info["root"], run_dir)
-        _prune(info["root"], run_dir, session.config.getoption("report_keep"))
+        _prune(info["root"], run_dir, run["keep"])
         size = out.stat().st_size / 1e6
         info["message"] = f"HTML report: {out} ({size:.2f} MB)"
         if size > SIZE_BUDGET_MB:
@@ -559,8 +658,6 @@ def _point_latest(root: Path, run_dir: Path) -> None:
 def _prune(root: Path, current: Path, keep: int) -> None:
     """Delete the oldest run folders beyond ``keep`` so reports/ does not grow without bound.  Only
     folders named like a run id are touched, never the current one."""
-    import shutil
-
     if keep <= 0:
         return
     runs = sorted((p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and RUN_ID_RE.match(p.name)),
@@ -568,44 +665,3 @@ def _prune(root: Path, current: Path, keep: int) -> None:
     for old in runs[keep:]:
         if old != current:
             shutil.rmtree(old, ignore_errors=True)
-
-
-# --------------------------------------------------------------------------------------------------
-# Re-run commands
-# --------------------------------------------------------------------------------------------------
-
-def _strip_options(args, names) -> list[str]:
-    """``args`` without ``--name=value`` / ``--name value`` for each of ``names``."""
-    out, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-            continue
-        if a in names:
-            skip = True
-            continue
-        if any(a.startswith(n + "=") for n in names):
-            continue
-        out.append(a)
-    return out
-
-
-def hypothesis_args(run: dict) -> list[str]:
-    args = [f"--hypothesis-profile={run['profile']}"]
-    if run.get("seed") is not None:
-        args.append(f"--hypothesis-seed={run['seed']}")
-    return args
-
-
-def rerun_command(run: dict) -> str:
-    """The command that re-runs the whole run (same arguments, profile and, for random profiles, seed)."""
-    args = _strip_options(run.get("args", []), ("--hypothesis-profile", "--hypothesis-seed"))
-    return shlex.join(["python", "-m", "pytest", *args, *hypothesis_args(run)])
-
-
-def replay_command(run: dict, nodeid: str, blob: str | None = None) -> str:
-    """The one command that replays a single test, without xdist: its failing example itself when the
-    failure printed a blob (see :func:`pytest_collection_modifyitems`), else the run's draws by seed."""
-    # One argument, without the '@': pytest reads an argument starting with '@' as a file of arguments.
-    extra = [f"--replay-blob={blob.lstrip('@')}"] if blob else []
-    return shlex.join(["python", "-m", "pytest", nodeid, "-p", "no:xdist", *hypothesis_args(run), *extra])

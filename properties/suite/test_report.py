@@ -13,8 +13,10 @@ The nested runs use a subprocess so their ``TPG_REPORT_DIR`` never touches this 
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -258,11 +260,14 @@ def test_unmarked():
 '''
 
 
-def run_synthetic(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, Path]:
+def run_synthetic(tmp_path: Path, *args: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, Path]:
     (tmp_path / "conftest.py").write_text(SYNTH_CONFTEST)
     (tmp_path / "test_synth.py").write_text(textwrap.dedent(SYNTH_TESTS))
+    extra = env or {}
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("PYTEST_ADDOPTS", None)
+    for name in ("PYTEST_ADDOPTS", "TPG_REPORT_OBSERVATIONS", "TPG_REPORT_KEEP"):
+        env.pop(name, None)
+    env.update(extra)
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--rootdir", str(tmp_path),
                            "--report-root", str(tmp_path / "reports"), *args, "test_synth.py"],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
@@ -300,7 +305,8 @@ def test_nested_run_is_reported(tmp_path, workers):
     assert [c["title"] for c in cards] == ["x = 10"], "one card, from the shrunk example"
     assert (run_dir / "problem-breaks.json").exists(), "problem file not written into the run folder"
     assert tests["test_synth.py::test_skipped"]["outcome"] == "skipped"
-    assert tests["test_synth.py::test_unmarked"]["theorem"] == "test_synth"
+    unmarked = tests["test_synth.py::test_unmarked"]
+    assert unmarked["theorem"] is None and not unmarked["tagged"] and unmarked["group"] == "Synth, untagged", unmarked
     page = check_page(run_dir / "index.html")
     assert len(page.images) == 4  # the recorded figure + the card's graph, heatmaps and curves
     assert "x too large" in page.text and "problem-breaks.json" in page.text
@@ -448,13 +454,56 @@ def test_observations_are_written_for_tyche(tmp_path):
     representation, features) in the run folder, linked from the report; ``--no-observations`` turns it off."""
     done, run_dir = run_synthetic(tmp_path, "-p", "no:xdist", "-k", "holds")
     assert done.returncode == 0, done.stdout[-3000:]
-    lines = [json.loads(x) for x in (run_dir / "observations" / "main_testcases.jsonl").read_text().splitlines()]
+    # Gzipped when the run ends; nothing left uncompressed.
+    assert sorted(p.name for p in (run_dir / "observations").iterdir()) == ["main_info.jsonl.gz",
+                                                                            "main_testcases.jsonl.gz"]
+    with gzip.open(run_dir / "observations" / "main_testcases.jsonl.gz", "rt") as fh:
+        lines = [json.loads(x) for x in fh]
     cases = [o for o in lines if o["type"] == "test_case" and o["property"].endswith("test_holds")]
     assert len(cases) >= 15 and {o["status"] for o in cases} == {"passed"}, [o["status"] for o in cases]
     assert all("representation" in o and "features" in o for o in cases)
-    assert "observations/main_testcases.jsonl" in (run_dir / "index.html").read_text()
+    page = (run_dir / "index.html").read_text()
+    assert 'href="observations/main_testcases.jsonl.gz"' in page and f"{len(lines)} test cases" in page
+    assert "--no-observations" in page and "TPG_REPORT_OBSERVATIONS=0" in page, "the report does not say how to turn them off"
     done, run_dir = run_synthetic(tmp_path, "-p", "no:xdist", "-k", "holds", "--no-observations")
     assert not (run_dir / "observations").exists()
+    assert "off: --no-observations" in Page((run_dir / "index.html").read_text()).text
+    done, run_dir = run_synthetic(tmp_path, "-p", "no:xdist", "-k", "holds", env={"TPG_REPORT_OBSERVATIONS": "0"})
+    assert not (run_dir / "observations").exists()
+
+
+def test_observations_with_xdist_are_gzipped_before_the_report_counts_them(tmp_path):
+    """Each worker gzips its own files before it tells the controller it finished: the controller's report
+    counts every case from the .gz files."""
+    done, run_dir = run_synthetic(tmp_path, "-n", "2", "-k", "holds or breaks")
+    names = sorted(p.name for p in (run_dir / "observations").iterdir())
+    assert names and all(n.endswith(".jsonl.gz") for n in names), names
+    cases = 0
+    for f in (run_dir / "observations").glob("*_testcases.jsonl.gz"):
+        with gzip.open(f, "rt") as fh:
+            cases += sum(1 for _ in fh)
+    assert cases > 15 and f"{cases} test cases" in Page((run_dir / "index.html").read_text()).text
+
+
+def test_reader_accepts_gzipped_and_cut_files(tmp_path):
+    """The generator reads data/*.jsonl.gz as well as .jsonl (a gzipped run re-renders), and a gzip stream
+    cut short by a killed process yields the lines it holds."""
+    run_dir = tmp_path / "run"
+    write_synthetic_run(run_dir)
+    for f in (run_dir / "data").glob("*.jsonl"):
+        data = f.read_bytes()
+        (f.parent / (f.name + ".gz")).write_bytes(gzip.compress(data))
+        f.unlink()
+    page = check_page(generate.render(run_dir))
+    assert "test_relax" in page.text and "test_t2" in page.text
+    obs = run_dir / "observations"
+    obs.mkdir()
+    whole = gzip.compress(b"".join(b'{"type": "test_case", "n": %d}\n' % i for i in range(2000)))
+    (obs / "gw0_testcases.jsonl.gz").write_bytes(whole[: len(whole) // 2])
+    (obs / "gw1_testcases.jsonl").write_text('{"type": "test_case"}\n' * 3)
+    found = generate._observations(run_dir)
+    assert found["files"] == ["observations/gw0_testcases.jsonl.gz", "observations/gw1_testcases.jsonl"]
+    assert 3 < found["cases"] < 2003, found
 
 
 def test_every_project_module_is_loaded_before_the_first_draw():
@@ -472,3 +521,219 @@ def test_every_project_module_is_loaded_before_the_first_draw():
             if parts[-1] != "__main__" and name not in sys.modules:
                 missing.append(name)
     assert not missing, f"project modules not loaded before the tests ran: {missing}"
+
+
+# --------------------------------------------------------------------------------------------------
+# A report that tells the truth at a glance (issue 30): the verdict, xpasses, relaxations, groups
+# --------------------------------------------------------------------------------------------------
+
+class Verdict(HTMLParser):
+    """The header's verdict element (id ``verdict``): its classes, exit status and text; the xpass note."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.cls = self.exit = self.text = None
+        self.xpass_note = False
+        self._in = False
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if a.get("id") == "verdict":
+            self.cls, self.exit, self._in, self.text = a.get("class", ""), a.get("data-exitstatus"), True, ""
+        if a.get("id") == "xpass-note":
+            self.xpass_note = True
+
+    def handle_endtag(self, tag):
+        self._in = False
+
+    def handle_data(self, data):
+        if self._in:
+            self.text += data
+
+
+def _outcome_run(run_dir: Path, outcomes: dict, exitstatus) -> None:
+    """A run folder whose tests have the given outcomes (node id -> outcome) and a recorded exit status."""
+    (run_dir / "data").mkdir(parents=True)
+    run = {"run_id": run_dir.name, "profile": "ci", "derandomize": True, "args": [], "rootdir": "/repo"}
+    if exitstatus is not None:
+        run["exitstatus"] = exitstatus
+    (run_dir / "run.json").write_text(json.dumps(run))
+    lines = [{"nodeid": nodeid, "theorem": "Theorem 1", "tagged": True, "outcome": outcome, "duration": 0.1,
+              "text": "", "xfail_reason": "the gap named here" if outcome.startswith("x") else None}
+             for nodeid, outcome in outcomes.items()]
+    (run_dir / "data" / "main.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+@pytest.mark.parametrize("outcomes, exitstatus, green, says", [
+    # The issue's case: a green CI run whose only oddity is a non-strict xfail that passed.
+    ({"p/test_a.py::t1": "passed", "p/test_a.py::t2": "xpassed", "p/test_a.py::t3": "xfailed"}, 0, True,
+     "none of 3 properties failed: 1 passed, 1 xfailed"),
+    ({"p/test_a.py::t1": "passed", "p/test_a.py::t2": "failed"}, 1, False, "1 of 2 properties failed"),
+    # Interrupted, or a usage error: no test failed, and still not green.
+    ({"p/test_a.py::t1": "passed"}, 2, False, "pytest exited with status 2 (interrupted)"),
+    ({}, 5, False, "pytest exited with status 5 (no tests collected)"),
+    ({"p/test_a.py::t1": "passed", "p/test_a.py::t2": "skipped"}, 0, True, "none of 2 properties failed: 1 passed, 1 skipped"),
+    # No exit status recorded (a hand-written run.json): the failures decide, and the header says so.
+    ({"p/test_a.py::t1": "passed"}, None, True, "all 1 properties passed · exit status not recorded"),
+], ids=["xpass-exit0", "failed-exit1", "interrupted", "no-tests", "skipped", "no-status"])
+def test_header_verdict_is_the_exit_status(tmp_path, outcomes, exitstatus, green, says):
+    run_dir = tmp_path / "run"
+    _outcome_run(run_dir, outcomes, exitstatus)
+    html = generate.render(run_dir).read_text()
+    v = Verdict(html)
+    assert v.cls == ("status good" if green else "status bad"), (v.cls, v.text)
+    assert says in v.text, v.text
+    assert v.exit == ("" if exitstatus is None else str(exitstatus))
+    has_xpass = "xpassed" in outcomes.values()
+    assert v.xpass_note == has_xpass
+    if has_xpass:
+        page = Page(html)
+        assert "xpasses" in page.ids and "the gap named here" in page.text
+        failing = html[html.index('id="counterexamples"'):html.index('id="xpasses"')]
+        assert "No property failed." in failing and "p/test_a.py::t2" not in failing, "the xpass is listed as a failure"
+        assert "(1 failed)" not in page.text.split("Self-attention")[0], "the title counts the xpass as a failure"
+
+
+def test_xpass_from_a_real_run_is_not_a_failure(tmp_path):
+    """Nested run: a non-strict xfail that passes exits 0, is recorded as xpassed (by the worker file and by
+    the controller), with its reason, and the header is green."""
+    (tmp_path / "conftest.py").write_text(SYNTH_CONFTEST)
+    (tmp_path / "test_x.py").write_text(textwrap.dedent('''
+        import pytest
+
+        @pytest.mark.xfail(strict=False, reason="stale?")
+        def test_xpass():
+            pass
+
+        @pytest.mark.xfail(strict=True, reason="strict")
+        def test_strict_xpass():
+            pass
+        '''))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("PYTEST_ADDOPTS", None)
+    for args, code in ((["-k", "test_xpass"], 0), ([], 1)):
+        done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
+                               "--rootdir", str(tmp_path), "--report-root", str(tmp_path / "reports"), *args],
+                              capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+        assert done.returncode == code, done.stdout[-2000:]
+        run_dir = (tmp_path / "reports" / "latest").resolve()
+        run = generate.load_run(run_dir)
+        assert run["exitstatus"] == code and run["outcomes"]["test_x.py::test_xpass"]["outcome"] == "xpassed"
+        assert run["tests"]["test_x.py::test_xpass"]["outcome"] == "xpassed"
+        assert run["tests"]["test_x.py::test_xpass"]["xfail_reason"] == "stale?"
+        v = Verdict((run_dir / "index.html").read_text())
+        assert v.cls == ("status good" if code == 0 else "status bad") and v.xpass_note, (v.cls, v.text)
+    # pytest fails a strict xfail that passes: so does the report.
+    assert run["tests"]["test_x.py::test_strict_xpass"]["outcome"] == "failed"
+    assert "1 of 2 properties failed" in v.text, v.text
+
+
+def test_relaxation_rows_follow_their_legend(tmp_path):
+    """An outcome that is the expected one (with details after it) is green; a different one is amber,
+    red when its property failed."""
+    assert generate.relaxation_matches("counterexample", "counterexample (n=2, K=3) at head.json")
+    assert generate.relaxation_matches("holds", "Holds")
+    assert not generate.relaxation_matches("counterexample", "none found")
+    assert not generate.relaxation_matches("hold", "holds")
+    assert not generate.relaxation_matches("", "")
+    run_dir = tmp_path / "run"
+    (run_dir / "data").mkdir(parents=True)
+
+    def row(relaxation, expected, outcome):
+        return {"theorem": "Theorem 1", "relaxation": relaxation, "expected": expected, "outcome": outcome,
+                "reason": "r"}
+    lines = [
+        {"nodeid": "properties/li2024/test_relaxations.py::test_a[head]", "theorem": "Relaxations", "outcome": "passed",
+         "records": {"relaxation": [row("head", "counterexample", "counterexample (n=2, K=3) at head.json")]}},
+        {"nodeid": "properties/li2024/test_relaxations.py::test_a[loss]", "theorem": "Relaxations", "outcome": "failed",
+         "records": {"relaxation": [row("loss", "counterexample", "none found")]}},
+        {"nodeid": "properties/li2024/test_relaxations.py::test_b", "theorem": "Relaxations", "outcome": "passed",
+         "records": {"relaxation": [row("step", "holds", "counterexample (n=1, K=2) at step.json")]}},
+    ]
+    (run_dir / "data" / "main.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    html = generate.render(run_dir).read_text()
+    table = html[html.index('id="relaxations"'):]
+    table = table[:table.index("</table>")]
+    states = re.findall(r'<tr class="(\w+)"><td>Theorem 1</td><td>(\w+)</td>', table)
+    assert states == [("good", "head"), ("bad", "loss"), ("warn", "step")], states
+    ctx = generate.build_context(generate.load_run(run_dir), run_dir)
+    assert [r["state"] for r in ctx["relaxations"]] == ["good", "bad", "warn"]
+
+
+@pytest.mark.parametrize("nodeid, group, paper", [
+    ("properties/li2024/test_theorem1.py::test_helper", "Li et al. 2024, untagged", "Li et al. 2024"),
+    ("properties/test_theorem1.py::test_helper", "Li et al. 2024, untagged", "Li et al. 2024"),
+    ("properties/tian2023/test_model.py::test_x", "Tian et al. 2023, untagged", "Tian et al. 2023"),
+    ("properties/test_scansnap_model.py::test_x", "Tian et al. 2023, untagged", "Tian et al. 2023"),
+    ("properties/suite/test_sweep.py::test_grid[a-b]", "Suite machinery", "suite"),
+    ("properties/test_sweep.py::test_grid[a-b]", "Suite machinery", "suite"),
+    ("properties/test_shared_database.py::test_pool", "Suite machinery", "suite"),
+    ("properties/core/test_conic.py::test_x", "Core, untagged", "both"),
+    ("properties/li2024/deep/test_x.py::test_y", "Li et al. 2024, untagged", "Li et al. 2024"),
+    ("properties/newpaper_2025/test_x.py::test_y", "Newpaper 2025, untagged", ""),
+    ("/abs/repo/properties/tian2023/test_model.py::test_x", "Tian et al. 2023, untagged", "Tian et al. 2023"),
+    ("test_synth.py::test_unmarked", "Synth, untagged", ""),
+])
+def test_untagged_tests_are_grouped_by_folder_in_both_layouts(nodeid, group, paper):
+    assert generate.untagged_group(nodeid) == (group, paper)
+
+
+def test_untagged_tests_sit_apart_from_the_theorem_rows(tmp_path):
+    """On the dashboard, the theorem rows hold only theorem names; untagged tests (also old lines whose
+    "theorem" was their module's name) are rows of their own section, under readable names."""
+    run_dir = tmp_path / "run"
+    write_synthetic_run(run_dir)
+    with open(run_dir / "data" / "gw1.jsonl", "a") as fh:
+        for nodeid in ("properties/suite/test_sweep.py::test_grid", "properties/li2024/test_theorem1.py::test_helper"):
+            fh.write(json.dumps({"nodeid": nodeid, "theorem": None, "tagged": False, "outcome": "passed"}) + "\n")
+    html = generate.render(run_dir).read_text()
+    theorems = html[html.index('<tbody class="theorems">'):html.index("</tbody>")]
+    untagged = html[html.index('<tbody class="untagged">'):]
+    untagged = untagged[:untagged.index("</tbody>")]
+    assert "test_b" not in theorems and "test_sweep" not in theorems and "test_theorem1" not in theorems, theorems
+    assert "Suite machinery" in untagged and "Li et al. 2024, untagged" in untagged, untagged
+    # The old line from properties/test_b.py (its "theorem" was its module's name) counts as untagged:
+    # in the flat layout, a module that is not a paper's belongs to the suite machinery.
+    ctx = generate.build_context(generate.load_run(run_dir), run_dir)
+    assert [g["name"] for g in ctx["untagged_groups"]] == ["Li et al. 2024, untagged", "Suite machinery"]
+    suite = next(g for g in ctx["untagged_groups"] if g["name"] == "Suite machinery")
+    # test_b: test_plain (skipped) and test_crashed (only the controller saw it, failed); test_sweep passed
+    assert suite["modules"] == ["B", "Sweep"] and (suite["properties"], suite["skipped"], suite["failed"]) == (3, 1, 1), suite
+    assert all(g["tagged"] for g in ctx["theorem_groups"])
+    check_page(run_dir / "index.html")
+
+
+def test_report_keep_from_the_option_or_the_environment(tmp_path):
+    """--report-keep N wins; else TPG_REPORT_KEEP; a malformed value is a one-line usage error."""
+    for keep_args, env, left in (([], {"TPG_REPORT_KEEP": "2"}, 2), (["--report-keep=1"], {"TPG_REPORT_KEEP": "3"}, 1)):
+        root = tmp_path / f"keep-{left}"
+        root.mkdir()
+        for _ in range(3):
+            run_synthetic(root, "-p", "no:xdist", "-k", "unmarked", "--no-observations", *keep_args, env=env)
+        runs = [p for p in (root / "reports").iterdir() if generate_run_id(p.name)]
+        assert len(runs) == left, sorted(p.name for p in runs)
+        assert (root / "reports" / "latest").resolve() in [r.resolve() for r in runs]
+        assert f"the newest {left}" in (root / "reports" / "latest" / "index.html").read_text()
+    bad = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-q", "--rootdir", str(tmp_path / "keep-1"),
+                          "--report-root", str(tmp_path / "r"), "-k", "unmarked", "test_synth.py"],
+                         capture_output=True, text=True, cwd=tmp_path / "keep-1", timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(REPO), "TPG_REPORT_KEEP": "many"})
+    assert bad.returncode == 4 and "TPG_REPORT_KEEP='many'" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+
+
+def generate_run_id(name: str) -> bool:
+    from reports.plugin import RUN_ID_RE
+
+    return bool(RUN_ID_RE.match(name))
+
+
+def test_generate_does_not_import_the_plugin():
+    """No import cycle: the generator (and its command line) load without the pytest plugin; both take
+    the re-run and replay commands from reports.commands."""
+    code = ("import sys, reports.generate, reports.commands; "
+            "assert 'reports.plugin' not in sys.modules, 'reports.generate imported reports.plugin'; "
+            "from reports.plugin import replay_command; assert replay_command is reports.commands.replay_command")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
