@@ -20,7 +20,8 @@ from properties.search import assert_found_within
 from reports.record import record_metrics
 from properties.li2024.test_relaxations import SHAPES, ALL_SHAPES, svm_infeasible, theorem1_fails
 from properties.li2024.test_theorem1 import _wrong_direction, initial_weights, run_theorem1, theorem_problems
-from properties.li2024.test_theorem2 import certified_path, direction_verdict, margins_for, reversed_edge_svms
+from properties.li2024.test_theorem2 import certified_path, reversed_edge_svms
+from theory.li2024.regpath_verdict import direction_verdict, margins_for
 from strategies.problems import drawn_problems
 from strategies.relaxations import relaxed_cases
 from theory.li2024 import criteria
