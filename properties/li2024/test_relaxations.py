@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 from hypothesis import find, settings
 from hypothesis.errors import NoSuchExample
@@ -89,7 +88,7 @@ def theorem1_fails(case) -> bool:
     a counterexample must not be a transient.  (Measured: a shrunk 'step' case that failed at 1e5 steps
     passed at 1e6; 25 of 25 generated 'step' cases failed at both.)"""
     verdict, steps, eta, traj, an = theorem1_outcome(case)
-    if verdict is None or not verdict.failures:
+    if verdict is None or verdict.passed:
         return False
     if traj is None:  # diverged
         return True
@@ -97,10 +96,10 @@ def theorem1_fails(case) -> bool:
 
 
 def theorem1_fails_at_budget(case) -> bool:
-    """The relaxed run has a statistic in its reject zone at its budget (the first half of
-    :func:`theorem1_fails`: the evidence a confirmation at 10x needs)."""
+    """The relaxed run is not accepted at its budget (the first half of :func:`theorem1_fails`: a
+    statistic outside its accept zone, which the decision at 10x then confirms or not)."""
     verdict = theorem1_outcome(case)[0]
-    return verdict is not None and bool(verdict.failures)
+    return verdict is not None and not verdict.passed
 
 
 # Shrinking evaluates the predicate on every candidate, and theorem1_fails trains 10x the budget on each
@@ -152,12 +151,13 @@ def _write(case, relaxation, theorem, what, amount, replay_args, analysis=None, 
 
 
 def _amount(verdict) -> float:
-    """The measured quantity behind the first failed check (what the card shows as "by how much")."""
-    first = verdict.failures[0]
-    key = ("finite_error" if first.startswith("finite error") else "growth_ratio" if first.startswith("coefficient")
-           else "incremental_correlation" if first.startswith("incremental") else "top_scc_mass"
-           if first.startswith("top-SCC") else "correlation")
-    return float(verdict.measures.get(key, float("nan")))
+    """The measured quantity behind the first rejected statistic (what the card shows as "by how much")."""
+    rejected = [s for s in verdict.statistics if s.zone == REJECT]
+    if not rejected:
+        return float("nan")
+    key = {"finite": "finite_error", "growth": "growth_ratio", "direction": "incremental_correlation",
+           "leak": "top_scc_mass"}.get(rejected[0].name)
+    return float(verdict.measures.get(key, float("nan"))) if key else float("nan")
 
 
 def _assert_small(case):
@@ -187,11 +187,11 @@ def test_theorem1_needs_its_assumption(relaxation):
                           reason=reason)
         pytest.fail(f"no counterexample to Theorem 1 without '{relaxation}' in {BUDGET} examples")
     verdict, steps, eta, traj, an = theorem1_outcome(case)
-    assert verdict is not None and verdict.failures, "the shrunk case must still be rejected when replayed"
+    assert verdict is not None and not verdict.passed, "the shrunk case must still not be accepted when replayed"
     if traj is not None:  # a counterexample must not be a transient: rejected at 10x the budget too
-        longer = escalated(case, traj, an, eta)
-        assert longer.outcome is criteria.Outcome.FAILS, \
-            f"the shrunk case is not rejected at {criteria.ESCALATION}x the budget: {longer}"
+        verdict = escalated(case, traj, an, eta)
+        assert verdict.outcome is criteria.Outcome.FAILS, \
+            f"the shrunk case is not rejected at {criteria.ESCALATION}x the budget: {verdict}"
     amount = _amount(verdict)
     path = _write(case, relaxation, "Theorem 1", "; ".join(verdict.failures), amount,
                   f"train {{path}} --steps {steps} --step-size {float(eta)!r}", an, traj)
