@@ -45,8 +45,9 @@ from scipy.optimize import minimize
 
 from properties.helpers import describe
 from properties.judging import aim, not_judged, scaled
-from reports.record import record_inputs
+from reports.record import record_inputs, record_metrics
 from strategies.problems import drawn_problems, structures_of
+from theory.core.decision import Outcome
 from theory.li2024.analysis import analyze
 from theory.li2024.graphs import TPG
 from theory.core.problem import Problem
@@ -109,15 +110,16 @@ def test_theorem2_regularization_path_converges(dp):
     for label, score in edges(perp_norms(path, an.space), e, f, float(np.linalg.norm(an.finite.W))).items():
         aim(f"theorem2 {label}", score, json.dumps(p.to_json(), separators=(",", ":")))
     judge = Theorem2Judge(p, an, radii, path)
-    try:
-        ok_d, why_d = judge.direction(an.svm.W)
-        ok_f, why_f = judge.finite(an.finite.W)
-    except RoundingLevel:
-        not_judged("escalated radius at float64 rounding level")
+    out_d, why_d = judge.direction(an.svm.W)
+    out_f, why_f = judge.finite(an.finite.W)
+    for out in (out_d, out_f):
+        record_metrics(**{f"outcome_{'direction' if out is out_d else 'finite'}": out.value})
+    if Outcome.UNDECIDED in (out_d, out_f) and Outcome.FAILS not in (out_d, out_f):
+        not_judged("undecided at the escalated margins")
     event(f"margins offset by W^fin's score debt: {judge.margins[0] > MARGINS[0]}")
     event(f"escalated to t = offset + {ESCALATION[-1]:g}" if judge.escalated else f"judged at t <= offset + {MARGINS[-1]:g}")
-    assert ok_d, f"W̄_R/R does not approach W^svm: {why_d}"
-    assert ok_f, f"Π_S W̄_R does not approach W^fin: {why_f}"
+    assert out_d is Outcome.HOLDS, f"W̄_R/R does not approach W^svm: {why_d}"
+    assert out_f is Outcome.HOLDS, f"Π_S W̄_R does not approach W^fin: {why_f}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -173,12 +175,12 @@ def test_theorem2_criterion_rejects_planted_targets(dp):
 
     def check(kind, gap, verdict):
         nonlocal escalated
-        try:
-            ok, why = verdict()
-        except RoundingLevel:
+        out, why = verdict()
+        if out is Outcome.UNDECIDED and "rounding level" in why:
             escalated = False  # the judge accepts nothing here: the main property does not judge it either
             return
-        assert not ok, f"criterion accepted a wrong {kind} at distance {gap:.3g}: {why}"
+        event(f"planted {kind}: {out.value}")
+        assert out is Outcome.FAILS, f"criterion did not reject a wrong {kind} at distance {gap:.3g}: {why}"
 
     for V in reversed_edge_svms(p, an):
         gap = float(np.linalg.norm(V / np.linalg.norm(V) - u))
@@ -276,14 +278,14 @@ def test_slow_transient_is_judged_after_escalation():
     path = regularization_path(p, radii)
     assert not direction_verdict(path, an.space, an.svm.W, margins_for(p, an))[0], "the case is about a slow transient"
     judge = Theorem2Judge(p, an, radii, path)
-    ok, why = judge.direction(an.svm.W)
-    assert ok, why
+    out, why = judge.direction(an.svm.W)
+    assert out is Outcome.HOLDS, why
     wrong = [V for V in reversed_edge_svms(p, an)
              if np.linalg.norm(V / np.linalg.norm(V) - an.svm.W / an.svm.norm) >= MIN_DIR_GAP]
     assert wrong, "no planted wrong direction at the calibration gap"
     for V in wrong:
-        ok, why = judge.direction(V)
-        assert not ok, f"escalation accepted a wrong direction: {why}"
+        out, why = judge.direction(V)
+        assert out is Outcome.FAILS, f"escalation did not reject a wrong direction: {why}"
 
 
 @pytest.mark.theorem("Theorem 2")
@@ -302,8 +304,8 @@ def test_margins_start_past_the_finite_components_score_debt():
     assert not finite_verdict(f_plain, fin_scale)[0], f"the case is about the transient: f = {f_plain}"
     path = regularization_path(p, radii_for(p, an))
     judge = Theorem2Judge(p, an, radii_for(p, an), path)
-    for ok, why in (judge.direction(an.svm.W), judge.finite(an.finite.W)):
-        assert ok, why
+    for out, why in (judge.direction(an.svm.W), judge.finite(an.finite.W)):
+        assert out is Outcome.HOLDS, why
     assert not judge.escalated, "offset by the debt, the verdicts hold without escalation"
     # Planted targets fail at t <= offset + 16 (the escalation past it is not certifiable here, cyclic
     # margins >= 32, so the judge would accept nothing there).

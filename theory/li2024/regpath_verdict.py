@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from theory.li2024.regpath import regularization_path
+from theory.li2024.regpath import RoundingLevel, regularization_path
 from theory.li2024.svm import constraints
 
 EPS = float(np.finfo(float).eps)
@@ -157,13 +157,26 @@ class Theorem2Judge:
             self._extended = (margins, radii, list(self.path) + more)
         return self._extended
 
-    def _rejudge(self, why: str, verdict_on) -> tuple[bool, str]:
-        """``verdict_on(margins, radii, path)`` on the extended path, its reason prefixed by the base one."""
-        margins, radii, path = self.extended()
-        ok, why2 = verdict_on(margins, radii, path)
-        return ok, f"at t <= {self.margins[-1]:.4g}: {why}; escalated to t = {margins[-1]:.4g}: {why2}"
+    def _escalated(self, base_why: str, zone_on):
+        """``zone_on(margins, path) -> (zone, why)`` on the extended path: the decision at the escalation.
 
-    def direction(self, target) -> tuple[bool, str]:
+        ACCEPT holds, REJECT fails (a trend: the extended path's last doublings already compare two scales),
+        BETWEEN is undecided; a radius float64 cannot certify there is undecided too."""
+        from theory.core.decision import ACCEPT, REJECT, Outcome
+
+        try:
+            margins, radii, path = self.extended()
+        except RoundingLevel:
+            return Outcome.UNDECIDED, f"at t <= {self.margins[-1]:.4g}: {base_why}; escalated radius at float64 rounding level"
+        z, why2 = zone_on(margins, path)
+        outcome = Outcome.HOLDS if z == ACCEPT else Outcome.FAILS if z == REJECT else Outcome.UNDECIDED
+        return outcome, f"at t <= {self.margins[-1]:.4g}: {base_why}; escalated to t = {margins[-1]:.4g}: {why2}"
+
+    def direction(self, target):
+        """``(outcome, why)``: holds at t <= 16 when e⊥ <= DIR_MAX and shrinking (or exact); otherwise decided on
+        the path extended to the :data:`ESCALATION` margins by :func:`direction_zone`."""
+        from theory.core.decision import Outcome
+
         space = self.an.space
         e = direction_errors(self.path, space, target)
         ok, why = direction_verdict(self.path, space, target, self.margins)
@@ -171,15 +184,53 @@ class Theorem2Judge:
         # approaching its plateau can look the same there (stress: gap 0.443, e = 0.774 -> 0.585 between
         # t = 8 and 16, R e(R) x1.316 < 1.467), so the track must hold at the escalated margins too.
         if ok and e[-1] <= DIR_MAX:
-            return ok, why
-        return self._rejudge(why, lambda m, r, path: direction_verdict(path, space, target, m))
+            return Outcome.HOLDS, why
+        return self._escalated(why, lambda m, path: direction_zone(path, space, target, m))
 
-    def finite(self, target) -> tuple[bool, str]:
-        fin_norm = np.linalg.norm(target)
+    def finite(self, target):
+        """``(outcome, why)``: holds at t <= 16 by :func:`finite_verdict`; otherwise decided on the extended path
+        by :func:`finite_zone`."""
+        from theory.core.decision import Outcome
+
+        fin_norm = float(np.linalg.norm(target))
         ok, why = finite_verdict(finite_errors(self.path, self.an.space, target), fin_norm)
         if ok:
-            return ok, why
-        return self._rejudge(why, lambda m, r, path: finite_verdict(finite_errors(path, self.an.space, target), fin_norm))
+            return Outcome.HOLDS, why
+        return self._escalated(why, lambda m, path: finite_zone(finite_errors(path, self.an.space, target), fin_norm))
+
+
+# Reject zones at the escalated margins (t up to offset + 64).  Direction: e⊥ above DIR_MAX and flat, kept at
+# least PLATEAU of its value over the last doubling of the margin: a wrong target plateaus at its gap
+# (>= MIN_DIR_GAP), while the theory's (log t)/t rate gives a ratio of ln(2t)/(2 ln t) = 0.60 at t = 32 -> 64
+# (the stress-found slow valid path: 0.169 -> 0.110, ratio 0.65).  Finite part: kept at least PLATEAU of its
+# value over the last doubling (stalled), or above FIN_MAX and not halving; valid paths fall geometrically
+# (the dropped tokens perturb L̃ by O(e^{-t})).  Between accept and reject: undecided.
+PLATEAU = 0.9
+
+
+def direction_zone(path, space, target, margins):
+    """``(zone, why)`` of the direction on a path at ``margins`` (see PLATEAU)."""
+    from theory.core.decision import ACCEPT, BETWEEN, REJECT
+
+    ok, why = direction_verdict(path, space, target, margins)
+    e = direction_errors(path, space, target)
+    if ok:
+        return ACCEPT, why
+    flat = e[-1] > DIR_MAX and e[-1] >= PLATEAU * e[-2]
+    return (REJECT if flat else BETWEEN), f"{why}; last doubling e ratio {e[-1] / max(e[-2], 1e-300):.3g} (reject >= {PLATEAU})"
+
+
+def finite_zone(f, fin_norm):
+    """``(zone, why)`` of the finite part on the errors ``f`` along a path (see PLATEAU)."""
+    from theory.core.decision import ACCEPT, BETWEEN, REJECT
+
+    ok, why = finite_verdict(f, fin_norm)
+    if ok:
+        return ACCEPT, why
+    scale = max(1.0, fin_norm)
+    ratio = f[-1] / max(f[-2], 1e-300)
+    stalled = ratio >= PLATEAU or (f[-1] > FIN_MAX * scale and ratio > FIN_DECAY)
+    return (REJECT if stalled else BETWEEN), why
 
 
 def edges(norms, e, f, fin_norm) -> dict[str, float]:
