@@ -15,11 +15,12 @@ Compiled kernels: a worker plugin loads them once per worker process (numba's on
 Sweeps:
 
 * ``theorem1-phase`` -- share of random valid problems (log loss, default head, labels in the samples,
-  independent embeddings) whose Theorem 1 criterion (:func:`theory.li2024.criteria.theorem1`) passes, over step size
+  independent embeddings) whose Theorem 1 decision (:func:`theory.li2024.criteria.theorem1_decide`, the
+  property's own, escalated x10 while undecided) holds, over step size
   (a multiple of the safe bound ``1/β``) x condition number of ``E`` (exact: ``E = U diag(s) V^T``) x ``K``.
   A problem depends on (seed, condition, K) only, so every step multiple sees the same problems.  Verdicts:
-  ``pass``, ``fail`` (criterion failed, or GD overflowed), ``not judged`` (``10^4 τ₀`` beyond
-  ``MAX_STEPS``, as in the property).
+  ``pass`` (holds), ``fail`` (rejected at two budgets, or GD overflowed), ``undecided`` (between the zones at
+  the maximum budget), ``not judged`` (``10^4 τ₀`` beyond ``MAX_STEPS``, as in the property).
 * ``section5-phase`` -- alignment with the pseudo-TPG Graph-SVM (:mod:`theory.li2024.local_convergence`, the
   criterion of ``properties/li2024/test_section5.py``: settled selection, then correlation and Theorem 1's
   rate-aware direction test, a failure re-judged at 10x the budget) over loss x head (default
@@ -87,7 +88,7 @@ def theorem1_run(params: dict, seed: int) -> tuple[str, dict]:
     from theory.li2024 import criteria
     from theory.li2024.analysis import analyze
     from theory.li2024.losses import safe_step
-    from theory.li2024.training import train
+    from theory.li2024.training import resume, train
 
     K, cond, mult = int(params["K"]), float(params["condition"]), float(params["step"])
     p = valid_problem(_cell_seed(seed, K, cond), K, cond)
@@ -102,14 +103,15 @@ def theorem1_run(params: dict, seed: int) -> tuple[str, dict]:
     try:
         with np.errstate(over="raise", invalid="raise"):
             traj = train(p, steps, eta, analysis=an)
-        v = criteria.theorem1(traj, an)
+            v, _ = criteria.theorem1_decide(traj, an, lambda run, n: resume(p, run, n, analysis=an))
     except (FloatingPointError, OverflowError) as exc:
         m["reason"] = f"GD overflowed: {exc}"
         return "fail", m
     m.update(v.measures)
+    m["budgets"] = [b for b, _ in v.history]
     if v.failures:
         m["failures"] = v.failures
-    return ("pass" if v.passed else "fail"), m
+    return {"holds": "pass", "fails": "fail", "undecided": "undecided"}[v.outcome.value], m
 
 
 HEADS = {
