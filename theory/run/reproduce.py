@@ -20,6 +20,8 @@ EXPERIMENTS = {
     "tian-fig9": "theory.tian2023.snap:tian_fig9",
     "tian-fig11": "theory.tian2023.recall:tian_fig11",
     "tian-fig12": "theory.tian2023.recall:tian_fig12",
+    "tian-fig7": "theory.tian2023.real_text:tian_fig7",
+    "tian-fig10": "theory.tian2023.real_text:tian_fig10",
 }
 
 
@@ -32,6 +34,8 @@ FIGURES = {
     "tian-fig9": "theory.tian2023.snap:fig9_figure",
     "tian-fig11": "theory.tian2023.recall:recall_figure",
     "tian-fig12": "theory.tian2023.recall:recall_figure",
+    "tian-fig7": "theory.tian2023.real_text:fig7_figure",
+    "tian-fig10": "theory.tian2023.real_text:fig10_figure",
 }
 
 
