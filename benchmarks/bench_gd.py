@@ -5,7 +5,7 @@
 The torch column needs the optional extra (``pip install -e .[bench]``: CPU torch 2.13.0); without torch
 it prints "skipped".
 
-Every number in the table comes from this one run.  Problems follow the paper's protocol (THEORY.md,
+Every number in the table comes from this one run.  Problems follow the paper's protocol (docs/theory.md,
 "How the paper measures"): unit-norm Gaussian embeddings, T distinct tokens per sample, the label drawn
 from the sample, -log loss with the default head, W(0) small random.  Each implementation repeats runs
 of ``--horizon`` GD steps (default 2000, the paper's run length) from that W(0) until ``--budget``

@@ -1,4 +1,4 @@
-"""Hypothesis strategies for the sequence classes of Tian et al. 2023 (THEORY.md, Paper B; paper Sec. 3.2).
+"""Hypothesis strategies for the sequence classes of Tian et al. 2023 (docs/theory.md, "Scan and Snap"; paper Sec. 3.2).
 
 A layout is drawn structure first: the number of classes ``K``, of query tokens, which classes share which
 common tokens, how many distinct tokens each class owns -- then the unnormalized probabilities.  Every

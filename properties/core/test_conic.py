@@ -1,4 +1,4 @@
-"""The conic programs stated by hand in Clarabel's form (:mod:`theory.core.conic`) are the programs of THEORY.md.
+"""The conic programs stated by hand in Clarabel's form (:mod:`theory.core.conic`) are the programs of docs/theory.md.
 
 The Graph-SVM and the regularization path no longer go through cvxpy (its compile cost ~30 ms per solve,
 95% of the solving time); their programs are written in Clarabel's standard form directly.  An error in
@@ -36,7 +36,7 @@ AGREE = 1e-6
 
 
 def cvxpy_graph_svm(problem) -> np.ndarray:
-    """``argmin ½||W||² s.t. <W, r_e> = 0 (≍), <W, r_b> >= 1 (⇒)``, THEORY.md's Graph-SVM, in cvxpy."""
+    """``argmin ½||W||² s.t. <W, r_e> = 0 (≍), <W, r_b> >= 1 (⇒)``, docs/theory.md's Graph-SVM, in cvxpy."""
     import cvxpy as cp  # here, not at import: every worker imports every test module (conftest)
 
     cons = constraints(problem)
@@ -71,7 +71,7 @@ def test_graph_svm_program_is_the_cvxpy_program(p):
 
 
 def cvxpy_path_point(problem, basis, data, R: float) -> np.ndarray:
-    """``argmin_{||θ|| <= R} Σ_i w_i (logsumexp_j(s_ij) - s_{i,y_i})`` in cvxpy (scores as in THEORY.md)."""
+    """``argmin_{||θ|| <= R} Σ_i w_i (logsumexp_j(s_ij) - s_{i,y_i})`` in cvxpy (scores as in docs/theory.md)."""
     import cvxpy as cp
 
     E = problem.E

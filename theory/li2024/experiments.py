@@ -1,6 +1,6 @@
 """The experiments of Li et al. 2024, as ``python -m theory reproduce li-cyclic | li-acyclic | li-local``.
 
-Setting (THEORY.md, "How the paper measures"): unit-norm Gaussian embeddings; each sample has ``T``
+Setting (docs/theory.md, "How the paper measures"): unit-norm Gaussian embeddings; each sample has ``T``
 distinct tokens drawn from ``[K]``, its last token is the query and its label is drawn from the sample;
 cyclic and acyclic datasets are obtained by rejection; normalized GD from a small random ``W(0)``
 (scale ``INIT_SCALE``), float64.  Each trial draws its own dataset and embeddings from ``seed + trial``.

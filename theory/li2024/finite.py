@@ -1,4 +1,4 @@
-"""The finite component ``W^fin`` (THEORY.md, "Graph-SVM, cyclic subspace, finite component").
+"""The finite component ``W^fin`` (docs/theory.md, "Graph-SVM, the cyclic subspace and the finite component").
 
 ``L̃(W) = lim_{R->inf} L(W + R W^svm)`` keeps, in each sample, only the tokens of its label's SCC
 (the margins of W^svm send every other token's attention to 0), so ``L̃`` is the same loss on masked

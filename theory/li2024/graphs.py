@@ -1,4 +1,4 @@
-"""Token-priority graphs (THEORY.md, "Token-priority graphs (TPG)"; Li et al. 2024, Section 2).
+"""Token-priority graphs (docs/theory.md, "Token-priority graphs"; Li et al. 2024, Section 2).
 
 ``G^(k)`` has an edge ``y -> x`` for every token ``x != y`` of every sample whose query is ``k``.
 ``i ≍ j`` when i and j share a strongly connected component (SCC); ``i ⇒ j`` when an edge ``i -> j``
@@ -76,7 +76,7 @@ def label_scc_mask(problem: Problem, graphs: dict[int, TPG] | None = None) -> np
     """n x K 0/1 mask of the tokens of each sample that lie in its label's SCC.
 
     Along ``W + R W^svm`` (R -> inf) every other token's attention vanishes, so the limit loss
-    ``L̃`` is the loss on counts masked by this (THEORY.md, "finite component").
+    ``L̃`` is the loss on counts masked by this (docs/theory.md, "Finite component").
     """
     graphs = graphs or token_priority_graphs(problem)
     mask = np.zeros((problem.n, problem.K))

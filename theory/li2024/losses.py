@@ -1,7 +1,7 @@
 """Losses and their analytic gradients, computed in token space.
 
 Without positional encoding, sample i enters only through its query ``q_i``, label ``y_i`` and token
-counts ``c_i`` (THEORY.md, "Model and loss"), and ``W`` enters only through the K x K score matrix
+counts ``c_i`` (docs/theory.md, "The model"), and ``W`` enters only through the K x K score matrix
 ``A = E W E^T``: the score of token j under query k is ``A[j, k] = e_j^T W e_k``.  So
 
     a_i = softmax(A[:, q_i] + log c_i)        (attention mass per token, copies pooled)

@@ -1,4 +1,4 @@
-"""Pseudo token-priority graphs (Li et al. 2024, Section 5; THEORY.md "Local convergence").
+"""Pseudo token-priority graphs (Li et al. 2024, Section 5; docs/theory.md, "The claims").
 
 When the head or the loss breaks the assumptions, GD converges only locally, toward the Graph-SVM of a
 *pseudo*-TPG built from the tokens GD actually selects.  The rule of the authors' notebook for that

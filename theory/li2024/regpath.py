@@ -1,4 +1,4 @@
-"""The regularization path (THEORY.md, "Theorem 2"; Li et al. 2024, Algo-RP).
+"""The regularization path (docs/theory.md, "The claims"; Li et al. 2024, Algo-RP).
 
     W̄_R = argmin_{||W||_F <= R} L(W).
 

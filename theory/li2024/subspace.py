@@ -1,4 +1,4 @@
-"""The cyclic subspace ``S_fin`` (THEORY.md, "Graph-SVM, cyclic subspace, finite component").
+"""The cyclic subspace ``S_fin`` (docs/theory.md, "Graph-SVM, the cyclic subspace and the finite component").
 
 ``S_fin = span{(e_i - e_j) e_k^T : (i ≍ j) ∈ G^(k)}`` in the Frobenius inner product.  The generators
 are not orthogonal unless E is orthonormal, so the basis comes from an SVD of the generator matrix.

@@ -1,4 +1,4 @@
-"""Graph-SVM (THEORY.md, "Graph-SVM"; Li et al. 2024, eq. Graph-SVM).
+"""Graph-SVM (docs/theory.md, "Graph-SVM"; Li et al. 2024, eq. Graph-SVM).
 
     W^svm = argmin ||W||_F  s.t.  <W, (e_i - e_j) e_k^T> = 0  for (i ≍ j) ∈ G^(k),
                                   <W, (e_i - e_j) e_k^T> >= 1  for (i ⇒ j) ∈ G^(k).

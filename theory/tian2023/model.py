@@ -1,4 +1,4 @@
-"""The 1-layer transformer of Tian et al. 2023, "Scan and Snap" (THEORY.md, Paper B), and its training.
+"""The 1-layer transformer of Tian et al. 2023, "Scan and Snap" (docs/theory.md, "Scan and Snap"), and its training.
 
 Model (Sec. 3, reparameterized as in Sec. 3.1).  Tokens ``[M]``.  A *sequence class* (Sec. 3.2) is a next
 token ``n`` with its query ``psi(n)`` and the contextual-token law ``P(l | n)``.  A sequence has ``T - 1``
