@@ -189,6 +189,22 @@ def test_version_of_module_and_console_script(tmp_path):
     assert strict_json(done.stdout)["vocab_size"] == 4
 
 
+def test_package_declares_its_data_and_script():
+    """A non-editable install ships what the commands need: pyproject's package data globs match every
+    problem file of examples/ (through the link theory/examples) and the schema; ``tpg`` is the CLI."""
+    import tomllib
+
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    data = conf["tool"]["setuptools"]["package-data"]
+    shipped = {p.name for pattern in data["theory"] for p in (ROOT / "theory").glob(pattern)}
+    assert shipped == {p.name for p in (ROOT / "examples").glob("*.json")}, "examples/*.json not all shipped"
+    assert [p.name for pattern in data["theory.core"] for p in (ROOT / "theory" / "core").glob(pattern)] == \
+        ["problem.schema.json"]
+    assert (ROOT / "theory" / "examples").resolve() == (ROOT / "examples").resolve()
+    assert conf["project"]["scripts"] == {"tpg": "theory.run.cli:main"}
+    assert "version" in conf["project"] and "dynamic" not in conf["project"]  # defined once, read at run time
+
+
 SYNTH_CONFTEST = 'pytest_plugins = ["reports.plugin"]\n'
 SYNTH_TEST = textwrap.dedent('''
     import pytest
