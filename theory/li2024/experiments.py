@@ -12,18 +12,30 @@ import numpy as np
 from theory.li2024.analysis import analyze
 from theory.li2024.graphs import token_priority_graphs
 from theory.core.problem import Problem
+from theory.core.protocol import Protocol
+from theory.li2024.pseudo import REJECT, SELECT
 from theory.li2024.training import train
 
 INIT_SCALE = 0.01
 MAX_REJECTIONS = 10_000
 
-SETTINGS = {
-    "li-cyclic": dict(n=6, T=4, K=6, d=8, cyclic=True, eta=0.01, steps=4000),
-    "li-acyclic": dict(n=4, T=6, K=8, d=8, cyclic=False, eta=0.01, steps=4000),
+_DATA = ("unit-norm Gaussian embeddings; T distinct tokens per sample, the last one the query, the label drawn "
+         "from the sample; {kind} datasets by rejection")
+PROTOCOLS = {
+    "li-cyclic": Protocol("Li et al. 2024, Section 4 experiments", dict(n=6, T=4, K=6, d=8),
+                          _DATA.format(kind="cyclic"), "gaussian", {"scale": INIT_SCALE}, 0.01, 4000, True),
+    "li-acyclic": Protocol("Li et al. 2024, Section 4 experiments", dict(n=4, T=6, K=8, d=8),
+                           _DATA.format(kind="acyclic"), "gaussian", {"scale": INIT_SCALE}, 0.01, 4000, True),
     # Section 5 as the authors' committed notebook runs it (n=6, T=4, K=6, d=8; --shape 4,6,8,8 for the
-    # earlier note's sizes): cyclic datasets only, tied head, PyTorch's default init, eta=0.1, 2000 steps.
-    "li-local": dict(n=6, T=4, K=6, d=8, cyclic=True, eta=0.1, steps=2000),
+    # earlier note's sizes): cyclic datasets only, tied head, PyTorch's default init of a d x d linear layer
+    # U(-1/sqrt(d), 1/sqrt(d)), eta=0.1, 2000 normalized steps, the pseudo-TPG from the final iterate.
+    "li-local": Protocol("Li et al. 2024, Section 5; the authors' notebook for the local-convergence figure",
+                         dict(n=6, T=4, K=6, d=8), _DATA.format(kind="cyclic") + "; tied head C = E",
+                         "uniform", {"bound_exponent": -0.5}, 0.1, 2000, True,
+                         {"select_mass_above": SELECT, "ambiguous_mass_in": [REJECT, SELECT]}),
 }
+SETTINGS = {name: dict(**pr.sizes, cyclic=(name != "li-acyclic"), eta=pr.step_size, steps=pr.steps)
+            for name, pr in PROTOCOLS.items()}
 
 
 def paper_problem(rng, n, T, K, d, cyclic=None, loss="log", tied_head=False) -> Problem:
@@ -73,12 +85,13 @@ def li_global(name: str, args) -> dict:
         rng = np.random.default_rng(getattr(args, "seed", 0) + t)
         p = paper_problem(rng, s["n"], s["T"], s["K"], s["d"], s["cyclic"])
         an = analyze(p, name=f"{name} trial {t}")
-        W0 = INIT_SCALE * rng.normal(size=(p.d, p.d))
+        W0 = PROTOCOLS[name].init_params["scale"] * rng.normal(size=(p.d, p.d))
         c = train(p, steps, s["eta"], normalized=True, W0=W0, analysis=an, checkpoints=[0, steps]).final
         corr.append(c.correlation)
         fin.append(c.finite_error)
         mass.append(c.top_scc_mass)
-    return {"experiment": name, "trials": trials, "steps": steps, "eta": s["eta"], "normalized": True,
+    return {"experiment": name, "protocol": PROTOCOLS[name].as_dict(), "trials": trials, "steps": steps,
+            "eta": s["eta"], "normalized": True,
             "setting": {k: s[k] for k in ("n", "T", "K", "d")},
             "correlation": _summary(corr), "finite_error": _summary(fin), "top_scc_mass": _summary(mass)}
 
@@ -130,7 +143,7 @@ def _local_trial(t: int, rng, s: dict, loss: str, steps: int, cps) -> dict:
     name = f"li-local trial {t}"
     p = paper_problem(rng, s["n"], s["T"], s["K"], s["d"], s["cyclic"], loss=loss, tied_head=True)
     an = analyze(p, name=name, finite=False)
-    b = 1.0 / np.sqrt(p.d)  # PyTorch's default init of a d x d linear layer: U(-1/sqrt(d), 1/sqrt(d))
+    b = PROTOCOLS["li-local"].init_bound(p.d)
     W0 = rng.uniform(-b, b, size=(p.d, p.d))
     traj = train(p, steps, s["eta"], normalized=True, W0=W0, checkpoints=cps)
     Ws = np.array([c.W for c in traj.checkpoints])
@@ -141,7 +154,8 @@ def _local_trial(t: int, rng, s: dict, loss: str, steps: int, cps) -> dict:
            "pseudo_equals_true": bool(np.linalg.norm(ps.svm.W - an.svm.W) <= 1e-6 * max(an.svm.norm, 1e-300)),
            "selected_label_scc": all(set(sel) == set(np.flatnonzero(row)) for sel, row in
                                      zip(ps.selection.selected, label_scc_mask(p, an.graphs))),
-           "selected_sizes": [len(x) for x in ps.selection.selected], "pseudo_svm_norm": ps.svm.norm}
+           "selected_sizes": [len(x) for x in ps.selection.selected], "pseudo_svm_norm": ps.svm.norm,
+           "init_max_abs": float(np.abs(W0).max())}
     # Norm differences ||Π_{S_fin} W(τ) - W^fin||: the paper's W^fin is GD on the reduced dataset (each
     # sample kept on its label's SCC, iterate τ compared with iterate τ); the certified one minimizes L̃.
     for key, graphs, space, paper_mask, cert_mask in (
@@ -183,7 +197,8 @@ def li_local(args) -> dict:
             for t in range(trials)]
     ct = np.array([r["corr_true"] for r in runs])
     cp = np.array([r["corr_pseudo"] for r in runs])
-    out = {"experiment": "li-local", "trials": trials, "steps": steps, "eta": s["eta"], "normalized": True,
+    out = {"experiment": "li-local", "protocol": PROTOCOLS["li-local"].as_dict(), "trials": trials, "steps": steps,
+           "eta": s["eta"], "normalized": True,
            "setting": {k: s[k] for k in ("n", "T", "K", "d")}, "head": "tied (C = E)", "loss": loss,
            "init": "U(-1/sqrt(d), 1/sqrt(d))", "datasets": "cyclic (a nontrivial SCC in some query's TPG)",
            "selection": "attention mass > 1e-2 selected, (0.009, 0.01] ambiguous (left out)",
@@ -193,7 +208,8 @@ def li_local(args) -> dict:
            "ambiguous_tokens": {"total": int(sum(r["ambiguous"] for r in runs)),
                                 "trials_with_any": int(sum(r["ambiguous"] > 0 for r in runs)),
                                 "values": [int(r["ambiguous"]) for r in runs]},
-           "pseudo_svm_zero": int(sum(r["pseudo_svm_norm"] == 0 for r in runs))}
+           "pseudo_svm_zero": int(sum(r["pseudo_svm_norm"] == 0 for r in runs)),
+           "init_max_abs": [r["init_max_abs"] for r in runs]}
     for kind in ("paper", "certified"):
         for key in ("true", "pseudo"):
             v = [r[f"normdiff_{kind}_{key}"] for r in runs]
