@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from theory.tian2023.model import gain_identity_residual
+from theory.tian2023.model import (gain_identity_residual, integrate, mean_distinct_entropy,
+                                   mean_distinct_entropy_error, snap_time_estimate)
 
 RTOL, ATOL = 1e-6, 1e-8
 IDENTITY_TOL = 1e-6
@@ -136,4 +137,95 @@ def snap_violations(tr, t0, n=0) -> list[str]:
 def _snap_times(t0):
     """Samples from t0/100 (the fast phase is resolved) to the budget 300 t0, log-spaced."""
     return np.concatenate([[0.0], np.geomspace(t0 / 100, 300 * t0, 70)])
+
+
+
+# Three-valued snap verdict (theory.core.decision).  The late exponent p of dz/dt ~ t^-p is 1 for the
+# logarithmic growth Theorem 4 predicts (measured on 40 random layouts: 0.90-1.25 at 300 t_0), 0 for a
+# linear continuation and 2 for a bounded approach.  Accept LATE_EXPONENT; reject p <= LATE_REJECT[0] or
+# p >= LATE_REJECT[1] at two budgets (300 t_0 and 3000 t_0); in between, the budget escalates and is
+# undecided at 3000 t_0.  The other checks (speed peak within [t_0/4, 4 t_0] and rising before it, z still
+# growing) are not rate statistics: a miss rejects at once.
+LATE_REJECT = (0.35, 1.8)
+SNAP_BUDGETS = (300.0, 3000.0)
+
+
+def snap_statistics(t, z, t0, earlier=None):
+    """``(statistics, measures)`` of the snap on one logit trajectory (see LATE_REJECT)."""
+    from theory.core.decision import ACCEPT, REJECT, Statistic, zone
+
+    t_snap, rising, p, late_growth = snap_profile_of(t, z)
+    peak_ok = (t0 / 4 <= t_snap <= 4 * t0) and t_snap < t[-1] / 10
+    stats = [
+        Statistic("speed peak", t_snap / t0, ACCEPT if peak_ok and rising else REJECT,
+                  f"speed peak t_snap={t_snap:.3g} within [t0/4, 4 t0] = [{t0 / 4:.3g}, {4 * t0:.3g}] and rising "
+                  f"before it: {peak_ok}, {rising}", trend=True),
+        Statistic("late exponent", p, zone(p, lambda q: LATE_EXPONENT[0] <= q <= LATE_EXPONENT[1],
+                                           lambda q: not (LATE_REJECT[0] < q < LATE_REJECT[1])),
+                  f"after the snap dz/dt ~ t^-{p:.3g} (logarithmic growth: 1; accept {list(LATE_EXPONENT)}, "
+                  f"reject outside {list(LATE_REJECT)})"),
+        Statistic("late growth", late_growth, ACCEPT if late_growth > 1e-6 else REJECT,
+                  f"z grew by {late_growth:.3g} after the snap", trend=True),
+    ]
+    return stats, {"t_snap_over_t0": t_snap / t0, "late_exponent": p, "late_growth": late_growth}
+
+
+def snap_times(t0, budget):
+    """Samples from t0/100 (the fast phase is resolved) to ``budget t0``, log-spaced (70 per 4.5 decades)."""
+    n = int(round(70 * np.log10(budget * 100) / np.log10(30000)))
+    return np.concatenate([[0.0], np.geomspace(t0 / 100, budget * t0, n)])
+
+
+def snap_decide(classes, eta_y: float, t0: float, n: int = 0, eta_z: float = 1.0):
+    """Theorem 4's snap for class ``n``'s dominant distinct token: holds, fails or undecided over
+    :data:`SNAP_BUDGETS` (``decision.sequential``; the dynamics are integrated again to the longer budget)."""
+    from theory.core import decision
+    from theory.tian2023.model import integrate
+
+    star = classes.distinct_tokens(n)[-1]
+
+    def run(budget):
+        tr = integrate(classes, budget * t0, eta_y=eta_y, eta_z=eta_z, decoder="tied", t_eval=snap_times(t0, budget))
+        return tr.t[1:], tr.z(n, star)[1:]
+
+    first = run(SNAP_BUDGETS[0])
+    return decision.sequential(lambda tz, earlier: snap_statistics(*tz, t0, earlier), list(SNAP_BUDGETS), first,
+                               lambda tz, budget: run(budget))[0]
+
+
+def _entropy(cl, eta_y, eta_z, t_end, decoder="tied"):
+    """(distinct-token entropy at ``t_end``, its certified error, the snap time)."""
+    tr = integrate(cl, t_end, eta_y=eta_y, eta_z=eta_z, decoder=decoder, n_eval=40, rtol=RTOL, atol=ATOL)
+    err = mean_distinct_entropy_error(tr.Z[-1], cl, rtol=RTOL, atol=ATOL)
+    return mean_distinct_entropy(tr.c(), cl), err, snap_profile(tr)[0]
+
+
+def rates_comparison(cl, ey=1.0, ez=1.0, factor=4.0, *, y_other=1.0, z_other=1.0) -> tuple[list[str], dict]:
+    """Two comparisons at the same budget ``t_end = 300 t_0(ey)``:
+    (Y) ``(ey, ez)`` vs ``(factor ey, y_other ez)``: the second must snap earlier and be denser;
+    (Z) ``(factor ey, ez)`` vs ``(z_other factor ey, factor ez)``: the second must be sparser.
+    Denser / sparser: the entropy gap exceeds the sum of the two entropies' certified errors.
+    ``y_other = z_other = 1`` is the theorem's premise (the other rate fixed); other values break it
+    (calibration).  Returns the violations and the measured entropies, gaps and snap times.
+
+    Not a finite-budget rate statistic: the entropies are compared with their certified errors at one
+    common budget, so a tie within those errors is a failure and nothing is left undecided."""
+    t_end = 300 * snap_time_estimate(cl, ey)
+    h0, err0, s0 = _entropy(cl, ey, ez, t_end)
+    hy, err_y, sy = _entropy(cl, factor * ey, y_other * ez, t_end)
+    hr, err_r, _ = (hy, err_y, sy) if y_other == 1.0 else _entropy(cl, factor * ey, ez, t_end)
+    hz, err_z, _ = _entropy(cl, z_other * factor * ey, factor * ez, t_end)
+    metrics = dict(entropy_base=h0, entropy_big_eta_y=hy, entropy_big_eta_z=hz, t_snap_base=s0,
+                   t_snap_big_eta_y=sy, entropy_gap_y=hy - h0, entropy_gap_z=hr - hz,
+                   entropy_error=max(err0, err_y, err_r, err_z))
+    out = []
+    if not sy < s0:
+        out.append(f"larger eta_Y did not snap earlier ({sy:.3g} vs {s0:.3g})")
+    if not hy - h0 > err0 + err_y:
+        out.append(f"larger eta_Y did not leave denser attention (entropy {hy:.6g} vs {h0:.6g}: gap "
+                   f"{hy - h0:.3g}, certified error {err0 + err_y:.2g})")
+    if not hr - hz > err_r + err_z:
+        out.append(f"larger eta_Z did not leave sparser attention (entropy {hz:.6g} vs {hr:.6g}: gap "
+                   f"{hr - hz:.3g}, certified error {err_r + err_z:.2g})")
+    return out, metrics
 
