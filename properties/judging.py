@@ -24,7 +24,7 @@ NOT_JUDGED = "not judged: "
 # The ci profile's max_examples: budgets written for it scale with the loaded profile (see scaled()).
 CI_EXAMPLES = 25
 
-__all__ = ["NOT_JUDGED", "aim", "not_judged", "scaled"]
+__all__ = ["NOT_JUDGED", "aim", "margin", "not_judged", "scaled"]
 
 
 def not_judged(reason: str) -> NoReturn:
@@ -50,3 +50,16 @@ def scaled(n: int) -> int:
     """``n`` examples under the ci profile, scaled like the loaded profile's ``max_examples``: a property
     with its own budget (expensive bodies) still gets many more examples under ``stress`` and ``deep``."""
     return max(1, round(n * settings.default.max_examples / CI_EXAMPLES))
+
+
+def margin(statistic: str, side: str, value: float) -> None:
+    """Record one measured value of a verdict's ``statistic`` on a ``valid`` run or a ``planted`` violation.
+
+    ``benchmarks/margins.py`` reads them back from a run's report data and prints, per statistic, the worst
+    valid value against the mildest planted one: the measured margin around the decision's zones."""
+    from reports.record import record_metrics
+
+    value = float(value)
+    if value == value and side in ("valid", "planted"):
+        record_metrics(**{f"margin/{statistic}/{side}": value})
+

@@ -13,7 +13,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from properties.helpers import assert_close, assert_verdict, describe, note_problem
-from properties.judging import aim, not_judged, scaled
+from properties.judging import aim, margin, not_judged, scaled
 from reports.record import record_metrics
 from strategies import trainable_problems
 from theory.li2024 import criteria
@@ -65,6 +65,21 @@ def judge_or_count(verdict, problem, what: str) -> None:
     assert_verdict(verdict, problem, what)
 
 
+def record_margins(verdict, side: str, only=("direction", "finite", "growth")) -> None:
+    """The statistics the decision's reject zones test, for the margins table (benchmarks/margins.py):
+    the direction's trend γ (escalated runs), the finite error's decade ratio, the growth ratio's log
+    distance to 1."""
+    m = verdict.measures
+    trends = [t["direction_trend"] for t in verdict.trail if "direction_trend" in t]
+    if "direction" in only and trends:
+        # the valid side's worst is the largest γ over the escalations, the planted side's the one decided on
+        margin("theorem1 direction trend γ", side, max(trends) if side == "valid" else m["direction_trend"])
+    if "finite" in only and m["finite_error"] > criteria.FINITE_FLOOR and m["finite_error_prev"] > 0:
+        margin("theorem1 finite error decade ratio", side, m["finite_error"] / m["finite_error_prev"])
+    if "growth" in only and 0 < m["growth_ratio"] < float("inf"):
+        margin("theorem1 growth |ln ratio|", side, abs(np.log(m["growth_ratio"])))
+
+
 def run_theorem1(problem, W0, fraction):
     """``(analysis, trajectory)`` at Theorem 1's budget (not judged when it exceeds MAX_STEPS)."""
     an = analyze(problem)
@@ -98,6 +113,7 @@ def test_gd_log_loss_converges_to_svm_direction_and_finite_part(data, fraction):
     event(f"budgets used={len(verdict.history)}")
     for label, score in criteria.theorem1_edges(verdict).items():
         aim(f"theorem1 {label}", score, describe(p))
+    record_margins(verdict, "valid")
     judge_or_count(verdict, p, "Theorem 1 (GD, log loss)")
 
 
@@ -175,11 +191,13 @@ def test_criterion_rejects_a_wrong_target(data):
 
     wrong_svm = replace(an.svm, W=an.svm.norm * _wrong_direction(an, 35.0, data.draw(st.integers(0, 99), label="seed")))
     v = verdict(replace(an, svm=wrong_svm))
+    record_margins(v, "planted", only=("direction",))
     assert v.outcome is criteria.Outcome.FAILS, f"criterion did not reject a direction 35° off W^svm: {v}\nproblem file: {describe(p)}"
     if an.space.dim:
         shift = an.space.compose(np.ones(an.space.dim) / np.sqrt(an.space.dim)) * 0.2
         wrong_fin = replace(an.finite, W=an.finite.W + shift)
         v = verdict(replace(an, finite=wrong_fin))
+        record_margins(v, "planted", only=("finite",))
         assert v.outcome is criteria.Outcome.FAILS, f"criterion did not reject a W^fin off by 0.2: {v}\nproblem file: {describe(p)}"
         event("calibrated finite part")
 
@@ -239,6 +257,7 @@ def test_direction_trend_rejects_a_slightly_wrong_target(data):
     gamma = v.measures.get("direction_trend")
     event(f"wrong target {angle:g}° decided at budget {len(v.history)}: {v.outcome.value}")
     if gamma is not None:
+        margin("theorem1 direction trend γ", "planted", gamma)
         record_metrics(**{f"wrong_{angle:g}_gamma": gamma})
     if angle == TREND_ANGLES[0] and v.passed and len(v.history) == 1:
         # 15° is below the first budget's resolution in some valid problems (product 2.5-3.0 < 3.0): it
@@ -266,6 +285,7 @@ def test_problem_dependent_direction_constant_is_accepted_by_its_trend():
     assert v.passed and len(v.history) >= 2, str(v)
     wrong = replace(an, svm=replace(an.svm, W=an.svm.norm * _wrong_direction(an, 20.0, 0)))
     v = criteria.theorem1_decide(traj, wrong, extender(p, an, recorded=longer))[0]
+    record_margins(v, "planted", only=("direction",))
     assert v.outcome is criteria.Outcome.FAILS, str(v)
 
 
@@ -409,6 +429,7 @@ def test_valid_slow_transients_are_never_failed(name, W0):
     assert first.measures["direction_rate"] > criteria.DIRECTION_RATE, f"the case is about a slow direction: {first}"
     v, longer = criteria.theorem1_decide(traj, an, extender(p, an))
     record_metrics(outcome=v.outcome.value, budgets=len(v.history), direction_trend=v.measures["direction_trend"])
+    record_margins(v, "valid", only=("direction",))
     assert v.outcome is not criteria.Outcome.FAILS, f"a valid run was failed: {v}"
     assert v.budget == criteria.ESCALATE_MAX_STEPS or v.passed, v
     wrong = replace(an, svm=replace(an.svm, W=an.svm.norm * _wrong_direction(an, 35.0, 0)))

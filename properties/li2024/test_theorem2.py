@@ -44,7 +44,7 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize
 
 from properties.helpers import describe
-from properties.judging import aim, not_judged, scaled
+from properties.judging import aim, margin, not_judged, scaled
 from reports.record import record_inputs, record_metrics
 from strategies.problems import drawn_problems, structures_of
 from theory.core.decision import Outcome
@@ -55,7 +55,7 @@ from theory.li2024.losses import loss_and_grad
 from theory.li2024.regpath import (FLOOR_MAX, KKT_TOL, RoundingLevel, certify, outward_direction, regularization_path,
                             regularized_solution)
 from theory.li2024.svm import SolverError, graph_svm
-from theory.li2024.regpath_verdict import (EPS, ESCALATION, MARGINS, MIN_DIR_GAP, MIN_FIN_GAP, Theorem2Judge,
+from theory.li2024.regpath_verdict import (EPS, ESCALATION, EXACT, MARGINS, MIN_DIR_GAP, MIN_FIN_GAP, Theorem2Judge,
                                           direction_errors, direction_verdict, edges, finite_errors, finite_verdict,
                                           margin_offset, margins_for, perp_norms, radii_for)
 
@@ -112,6 +112,15 @@ def test_theorem2_regularization_path_converges(dp):
     judge = Theorem2Judge(p, an, radii, path)
     out_d, why_d = judge.direction(an.svm.W)
     out_f, why_f = judge.finite(an.finite.W)
+    if judge.escalated:
+        try:
+            _, _, ext = judge.extended()
+        except RoundingLevel:
+            ext = None
+        if ext is not None:
+            e = direction_errors(ext, an.space, an.svm.W)
+            if e[-1] > EXACT:
+                margin("theorem2 e⊥ last-doubling ratio (escalated)", "valid", e[-1] / max(e[-2], 1e-300))
     for out in (out_d, out_f):
         record_metrics(**{f"outcome_{'direction' if out is out_d else 'finite'}": out.value})
     if Outcome.UNDECIDED in (out_d, out_f) and Outcome.FAILS not in (out_d, out_f):
@@ -172,6 +181,7 @@ def test_theorem2_criterion_rejects_planted_targets(dp):
     judge = Theorem2Judge(p, an, radii, path)
     u = an.svm.W / an.svm.norm
     planted, escalated = 0, True
+    planted_target: list = []
 
     def check(kind, gap, verdict):
         nonlocal escalated
@@ -180,12 +190,16 @@ def test_theorem2_criterion_rejects_planted_targets(dp):
             escalated = False  # the judge accepts nothing here: the main property does not judge it either
             return
         event(f"planted {kind}: {out.value}")
+        if kind == "W^svm direction" and judge.escalated:
+            e = direction_errors(judge.extended()[2], an.space, planted_target[0])
+            margin("theorem2 e⊥ last-doubling ratio (escalated)", "planted", e[-1] / max(e[-2], 1e-300))
         assert out is Outcome.FAILS, f"criterion did not reject a wrong {kind} at distance {gap:.3g}: {why}"
 
     for V in reversed_edge_svms(p, an):
         gap = float(np.linalg.norm(V / np.linalg.norm(V) - u))
         if gap >= MIN_DIR_GAP:
             planted += 1
+            planted_target[:] = [V]
             check("W^svm direction", gap, lambda: judge.direction(V))
     fin_scale = max(1.0, float(np.linalg.norm(an.finite.W)))
     for F in duplicated_sample_fins(p, an):

@@ -74,6 +74,7 @@ class Verdict:
     history: list[tuple[int, str]] = field(default_factory=list)
     seconds: float = 0.0
     reason_text: str = ""
+    trail: list[dict] = field(default_factory=list)  # the measures at every budget, first to last
 
     @property
     def passed(self) -> bool:
@@ -170,6 +171,7 @@ def sequential(judge: Callable[[object, Verdict | None], list[Statistic] | tuple
     start = time.perf_counter()
     earlier: Verdict | None = None
     history: list[tuple[int, str]] = []
+    trail: list[dict] = []
     for k, b in enumerate(budgets):
         if k:
             run = extend(run, b)
@@ -179,7 +181,8 @@ def sequential(judge: Callable[[object, Verdict | None], list[Statistic] | tuple
         history.append((int(b), outcome.value if outcome is not Outcome.UNDECIDED or last else "escalate"))
         if earlier is not None:
             measures = {**measures, "escalated_from": int(budgets[0])}
-        v = Verdict(outcome, measures, list(stats), int(b), list(history))
+        trail.append(measures)
+        v = Verdict(outcome, measures, list(stats), int(b), list(history), trail=list(trail))
         if outcome is not Outcome.UNDECIDED or last:
             v.seconds = time.perf_counter() - start
             return v, run

@@ -1,0 +1,85 @@
+"""The measured margins of the three-valued verdicts: worst valid value against mildest planted violation.
+
+    .venv/bin/python benchmarks/margins.py [RUN_DIR ...]     (default: reports/latest)
+
+The properties record, for each statistic a decision's reject zone tests, the value it took on valid runs
+and on planted violations (``properties.judging.margin``: keys ``margin/<statistic>/<valid|planted>`` in
+the report's per-test metrics).  Run it on the report folders of stress runs (the search with targeting on
+steers the valid side toward its edge) and it prints one Markdown row per statistic: how many values of
+each side, the worst valid one (the largest), the mildest planted one (the smallest), the decision's accept
+and reject thresholds, and whether the two sides overlap.  Several run folders are pooled.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def thresholds() -> dict[str, tuple[str, str]]:
+    """``statistic -> (accept, reject)`` as the criteria state them (imported, not copied)."""
+    from theory.li2024 import criteria, regpath_verdict
+
+    return {
+        "theorem1 direction trend γ": (f"<= {criteria.TREND_HOLD}", f">= {criteria.TREND_FAIL}"),
+        "theorem1 finite error decade ratio": (f"<= {criteria.FINITE_DECAY}", f">= {criteria.FINITE_STALL}"),
+        "theorem1 growth |ln ratio|": ("ratio in [0.6, 1.25]", "ratio outside [0.5, 2], not converging"),
+        "theorem2 e⊥ last-doubling ratio (escalated)": ("on track, e⊥ <= 0.2", f">= {regpath_verdict.PLATEAU}"),
+    }
+
+
+def collect(run_dirs) -> dict[str, dict[str, list[float]]]:
+    values: dict = defaultdict(lambda: defaultdict(list))
+    for run in run_dirs:
+        for f in sorted(Path(run, "data").glob("*.jsonl*")):
+            opener = gzip.open if f.suffix == ".gz" else open
+            with opener(f, "rt") as fh:
+                for line in fh:
+                    try:
+                        rec = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue  # a line cut short by a killed worker
+                    for entry in rec.get("records", {}).get("metrics", []):
+                        for key, v in entry.items():
+                            if key.startswith("margin/") and isinstance(v, (int, float)):
+                                _, stat, side = key.split("/")
+                                values[stat][side].append(float(v))
+    return values
+
+
+def table(values) -> str:
+    th = thresholds()
+    rows = ["| statistic | valid n | worst valid | planted n | mildest planted | accept | reject | sides apart |",
+            "|---|---|---|---|---|---|---|---|"]
+    for stat in sorted(values):
+        v, p = values[stat].get("valid", []), values[stat].get("planted", [])
+        worst = max(v) if v else float("nan")
+        mild = min(p) if p else float("nan")
+        apart = "yes" if v and p and worst < mild else "no" if v and p else "-"
+        acc, rej = th.get(stat, ("?", "?"))
+        rows.append(f"| {stat} | {len(v)} | {worst:.4g} | {len(p)} | {mild:.4g} | {acc} | {rej} | {apart} |")
+    return "\n".join(rows)
+
+
+def main(argv=None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    runs = [Path(a) for a in args] or [REPO / "reports" / "latest"]
+    missing = [r for r in runs if not (r / "data").is_dir()]
+    if missing:
+        print(f"error: no report data in {missing[0]} (expected a reports/<run-id> folder)", file=sys.stderr)
+        return 2
+    values = collect(runs)
+    if not values:
+        print("error: no margin records in these runs (run the theorem properties first)", file=sys.stderr)
+        return 2
+    print(table(values))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
