@@ -146,6 +146,8 @@ def test_reproduce(capsys, tmp_path, name):
 ONE_CELL = {
     "theorem1-phase": ["--param", "step=1", "--param", "condition=1", "--param", "K=3"],
     "section5-phase": ["--param", "loss=log", "--param", "head=biorthogonal"],
+    "theorem2-phase": ["--param", "condition=1", "--param", "K=3"],
+    "automaton-phase": ["--param", "condition=1", "--param", "K=3"],
 }
 
 

@@ -201,3 +201,20 @@ def test_bad_input_is_one_line_and_status_2(args, message, tmp_path, capsys):
     lines = [line for line in err.splitlines() if line.strip()]
     assert rc == 2 and len(lines) == 1 and message in lines[0], (rc, err)
     assert not (tmp_path / "x.jsonl").exists() or not (tmp_path / "x.jsonl").read_text()
+
+
+@pytest.mark.parametrize("name, judge", [("theorem2-phase", "judge_theorem2"), ("automaton-phase", "judge_automaton")])
+def test_claim_sweeps_give_the_claims_verdict(tmp_path, name, judge):
+    """theorem2-phase and automaton-phase call the claim's own judge: a run's verdict is the one
+    :mod:`theory.li2024.claims` gives the same problem (the one ``check`` prints)."""
+    from theory.li2024 import claims
+
+    out = tmp_path / "s.jsonl"
+    sweep.execute(name, seeds=2, out=out, overrides=["condition=1", "K=3"], progress=False)
+    recs = sweep.read_records(out)
+    assert len(recs) == 2
+    for r in recs:
+        p = sweep.valid_problem(sweep._cell_seed(r["seed"], 3, 1.0), 3, 1.0)
+        v = getattr(claims, judge)(p)
+        expected = {"holds": "pass", "fails": "fail", "undecided": "undecided", "not applicable": "not judged"}
+        assert r["verdict"] == expected[v.outcome.value], (r, str(v))

@@ -58,6 +58,34 @@ def judge_theorem1(problem, budget_scale: float = 1.0) -> Verdict:
     return criteria.theorem1_decide(train(problem, steps, eta, analysis=an), an, _extend(problem, an), max_steps=cap)[0]
 
 
+def judge_theorem2(problem, budget_scale: float = 1.0) -> Verdict:
+    """The certified regularization path at margins offset + 1..16 past W^fin's score debt, escalated to
+    32, 64 (:class:`theory.li2024.regpath_verdict.Theorem2Judge`): holds when direction and finite part hold,
+    fails when either is rejected, undecided otherwise (including a radius float64 cannot certify).
+    ``budget_scale`` does not apply: the margins are the criterion's."""
+    from theory.li2024.analysis import analyze
+    from theory.li2024.regpath import RoundingLevel, regularization_path
+    from theory.li2024.regpath_verdict import Theorem2Judge, radii_for
+
+    an = analyze(problem)
+    if an.svm.norm == 0:
+        return Verdict(Outcome.NOT_APPLICABLE, {}, reason_text="W^svm = 0: no direction to converge to")
+    radii = radii_for(problem, an)
+    try:
+        path = regularization_path(problem, radii)
+    except RoundingLevel as exc:
+        return _undecided(f"a radius's gradient at float64 rounding level (not certifiable): {exc}")
+    judge = Theorem2Judge(problem, an, radii, path)
+    (out_d, why_d), (out_f, why_f) = judge.direction(an.svm.W), judge.finite(an.finite.W)
+    outcomes = (out_d, out_f)
+    outcome = (Outcome.FAILS if Outcome.FAILS in outcomes else Outcome.UNDECIDED if Outcome.UNDECIDED in outcomes
+               else Outcome.HOLDS)
+    return Verdict(outcome, {"direction": out_d.value, "finite": out_f.value, "last_radius": float(radii[-1]),
+                             "escalated": judge.escalated},
+                   budget=len(judge.extended()[1]) if judge.escalated else len(radii),
+                   reason_text=f"direction: {why_d}; finite part: {why_f}")
+
+
 def judge_automaton(problem, budget_scale: float = 1.0) -> Verdict:
     """The automaton reading on the problem's own sequences used as contexts (after Theorem 1's budget)."""
     from theory.li2024 import criteria
@@ -106,7 +134,8 @@ THEOREM2 = Claim(
     "certified path points at margins up to 16 past the finite part's score debt: the direction error on "
     "its (log t)/t track and the finite error decaying geometrically, escalated to margins 32, 64",
     ("reversed-edge Graph-SVMs", "duplicated-sample W^fin"),
-    ("properties/li2024/test_theorem2.py",))
+    ("properties/li2024/test_theorem2.py",),
+    judge_theorem2)
 
 AUTOMATON = Claim(
     "li2024.automaton", PAPER, "Section 3 (automaton reading)",

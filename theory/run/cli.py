@@ -58,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--figure", default=None,
                    help="li-local, tian-fig*: write the experiment's figure to this PNG file (matplotlib, Agg)")
     w = sub.add_parser("sweep", help="a parameter grid x seeds, in-process or on Dask; one JSON line per run")
-    w.add_argument("name", help="theorem1-phase, section5-phase, li-cyclic, li-acyclic, li-local, syn-small, syn-medium")
+    w.add_argument("name", help="theorem1-phase, theorem2-phase, automaton-phase, section5-phase, li-cyclic, li-acyclic, li-local, syn-small, syn-medium")
     where = w.add_mutually_exclusive_group()
     where.add_argument("--workers", type=int, default=None, help="start a Dask LocalCluster of N worker processes")
     where.add_argument("--scheduler", default=None, help="join a running Dask cluster (e.g. tcp://host:8786)")

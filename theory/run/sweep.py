@@ -21,6 +21,9 @@ Sweeps:
   A problem depends on (seed, condition, K) only, so every step multiple sees the same problems.  Verdicts:
   ``pass`` (holds), ``fail`` (rejected at two budgets, or GD overflowed), ``undecided`` (between the zones at
   the maximum budget), ``not judged`` (``10^4 τ₀`` beyond ``MAX_STEPS``, as in the property).
+* ``theorem2-phase``, ``automaton-phase`` -- the claims' own judges (:func:`theory.li2024.claims.judge_theorem2`,
+  :func:`theory.li2024.claims.judge_automaton`) on random valid problems over condition number x ``K``:
+  ``pass``, ``fail``, ``undecided``, ``not judged``.
 * ``section5-phase`` -- alignment with the pseudo-TPG Graph-SVM (:mod:`theory.li2024.local_convergence`, the
   criterion of ``properties/li2024/test_section5.py``: settled selection, then correlation and Theorem 1's
   rate-aware direction test, a failure re-judged at 10x the budget) over loss x head (default
@@ -112,6 +115,22 @@ def theorem1_run(params: dict, seed: int) -> tuple[str, dict]:
     if v.failures:
         m["failures"] = v.failures
     return {"holds": "pass", "fails": "fail", "undecided": "undecided"}[v.outcome.value], m
+
+
+def claim_run(judge_name: str):
+    """A sweep run that judges one random valid problem (``K``, ``condition``) with a claim's own judge
+    (:mod:`theory.li2024.claims`): the verdict the property, ``check`` and the report give."""
+    def run(params: dict, seed: int) -> tuple[str, dict]:
+        from theory.li2024 import claims
+
+        K, cond = int(params["K"]), float(params["condition"])
+        p = valid_problem(_cell_seed(seed, K, cond), K, cond)
+        v = getattr(claims, judge_name)(p)
+        m = {**v.measures, "reason": v.reason} if not v.passed else dict(v.measures)
+        return {"holds": "pass", "fails": "fail", "undecided": "undecided",
+                "not applicable": "not judged"}[v.outcome.value], m
+
+    return run
 
 
 HEADS = {
@@ -223,6 +242,11 @@ SWEEPS = {
                             {"step": [0.25, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0], "condition": [1.0, 3.0, 10.0, 30.0, 100.0],
                              "K": [3, 5]},
                             seeds=5, axes=("step", "condition")),
+    # The claims' own judges on random valid problems: K x condition number of E.
+    "theorem2-phase": Sweep("theorem2-phase", claim_run("judge_theorem2"),
+                            {"condition": [1.0, 10.0, 100.0], "K": [3, 5]}, seeds=5, axes=("condition", "K")),
+    "automaton-phase": Sweep("automaton-phase", claim_run("judge_automaton"),
+                             {"condition": [1.0, 10.0, 100.0], "K": [3, 5]}, seeds=5, axes=("condition", "K")),
     "section5-phase": Sweep("section5-phase", section5_run,
                             {"loss": ["log", "ce", "lsq", "square"], "head": ["biorthogonal", "tied", "random"]},
                             seeds=3, axes=("head", "loss")),
