@@ -10,9 +10,16 @@
   ``.jsonl`` from a run still in progress or an older plugin is accepted).
 
 The header's verdict is pytest's exit status: green exactly when it was 0.  A non-strict xfail that
-passed (``xpassed``) does not fail a run, so it is listed apart, not counted as a failure.  Tests without
-a ``theorem`` marker are grouped apart from the theorem rows, by the folder they live in
-(:func:`untagged_group`).
+passed (``xpassed``) does not fail a run, so it is listed apart, not counted as a failure.
+
+The dashboard is grouped paper -> claim, from the registry of claims (:func:`theory.claims.all_claims`,
+the only project module imported at report time; it is cheap): one card per claim with its statement,
+its verdict rule, its calibrations and the outcomes of the tests in its ``properties`` files (a test
+belongs to every claim that lists its file), with the examples not judged counted by reason and the
+three-valued verdicts' UNDECIDED outcomes (a not-judged reason with the word "undecided") as
+``undecided: N``.  Tests in no claim's files keep their groups: their ``theorem`` marker, else the folder
+they live in (:func:`untagged_group`).  When :mod:`theory.claims` cannot be imported (a report rendered
+outside the repository), the dashboard is the theorem-marker table alone, as before the registry.
 
 The page is one self-contained file: CSS inline, charts as inline SVG or base64 PNG ``data:`` URIs.
 Sections (each an element with this id, which the tests check): ``run``, ``dashboard``, ``properties``,
@@ -281,42 +288,134 @@ OUTCOME_BUCKET = {"passed": "passed", "failed": "failed", "error": "failed", "xf
 BUCKETS = ("properties", "examples", "judged", "passed", "failed", "xfailed", "xpassed", "skipped", "time")
 
 
+# A not-judged reason with this word counts a three-valued verdict's UNDECIDED outcome ("undecided at the
+# maximum budget", "truth undecided at the maximum budget", "snap undecided at 3000 t_0", ...).
+UNDECIDED = re.compile(r"\bundecided\b", re.IGNORECASE)
+
+
+def load_claims() -> tuple[list[dict] | None, str]:
+    """The registry's claims (:meth:`theory.core.claims.Claim.describe` of each), or ``None`` and why
+    when :mod:`theory.claims` cannot be loaded (the report then falls back to the theorem-marker table)."""
+    try:
+        from theory.claims import all_claims
+
+        return [c.describe() for c in all_claims()], ""
+    except ImportError as exc:
+        return None, f"theory.claims cannot be imported ({exc})"
+    except Exception as exc:  # a broken registry never breaks the report
+        return None, f"the claims registry failed: {type(exc).__name__}: {exc}"
+
+
+def claim_file(nodeid: str, files) -> str | None:
+    """The one of ``files`` (paths as a claim's ``properties`` lists them) that holds the test ``nodeid``:
+    the node id's path equal to it, or ending with it (an absolute path, another root)."""
+    path = nodeid.split("::")[0].replace("\\", "/")
+    return next((f for f in files if path == f or path.endswith("/" + f)), None)
+
+
+def _paper_key(claim: dict) -> str:
+    return claim["name"].split(".", 1)[0]
+
+
+def _tally() -> dict:
+    return {"properties": 0, "examples": 0, "judged": 0, "passed": 0, "failed": 0, "xfailed": 0, "xpassed": 0,
+            "skipped": 0, "time": 0.0}
+
+
+def _count(acc: dict, t: dict) -> None:
+    """Add test ``t`` (with its ``hyp`` summary) to the counts ``acc``."""
+    acc["properties"] += 1
+    acc["examples"] += (t["hyp"] or {}).get("generated", 0)
+    acc["judged"] += (t["hyp"] or {}).get("judged", 0)
+    acc["time"] += float(t.get("duration") or 0.0)
+    acc[OUTCOME_BUCKET.get(t.get("outcome"), "failed")] += 1
+
+
+def _state(acc: dict) -> str:
+    """A group's or claim's colour: red when a test failed, grey when none ran, purple when one only
+    xpassed, else green."""
+    return "bad" if acc["failed"] else ("none" if not acc["properties"] else ("xpass" if acc["xpassed"] else "good"))
+
+
+def _claim_context(claims: list[dict], tests: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Papers (each with its claim cards) and the claims' test files (each with its tests), and every
+    test's ``claims`` and ``claim_file``."""
+    files: dict[str, dict] = {}
+    for c in claims:
+        for f in c["properties"]:
+            entry = files.setdefault(f, {"path": f, "slug": "file-" + re.sub(r"[^A-Za-z0-9]+", "-", f).strip("-"),
+                                         "claims": [], "tests": [], **_tally()})
+            entry["claims"].append(c["reference"] + (f" ({AREAS[_paper_key(c)][1]})" if _paper_key(c) in AREAS else ""))
+    for t in tests:
+        f = claim_file(t["nodeid"], files)
+        t["claim_file"] = f
+        t["claims"] = [c["name"] for c in claims if f is not None and f in c["properties"]]
+        if f is not None:
+            files[f]["tests"].append(t)
+            _count(files[f], t)
+    papers: dict[str, dict] = {}
+    for c in claims:
+        key = _paper_key(c)
+        paper = papers.setdefault(key, {"key": key, "name": AREAS[key][1] if key in AREAS else c["paper"],
+                                        "title": c["paper"], "claims": []})
+        card = {**c, **_tally(), "slug": "claim-" + re.sub(r"[^A-Za-z0-9]+", "-", c["name"]).strip("-"),
+                "files": [files[f] for f in c["properties"]], "flagged": []}
+        not_judged: dict[str, int] = defaultdict(int)
+        for f in card["files"]:
+            for t in f["tests"]:
+                _count(card, t)
+                for why, n in (t["hyp"] or {}).get("not_judged", []):
+                    not_judged[why] += n
+                if t["failed"] or t.get("outcome") == "xpassed":
+                    card["flagged"].append(t)
+        card["not_judged"] = sorted(not_judged.items(), key=lambda kv: (-kv[1], kv[0]))
+        card["undecided"] = sum(n for why, n in not_judged.items() if UNDECIDED.search(why))
+        card["state"] = _state(card)
+        paper["claims"].append(card)
+    return list(papers.values()), list(files.values())
+
+
 def build_context(run: dict, run_dir: Path) -> dict:
     """Everything the template needs, computed once here so the template stays declarative."""
     tests = sorted(run["tests"].values(), key=lambda t: (not t["tagged"], _group_key(t["group"]), t["nodeid"]))
     max_cards = int(run.get("max_cards") or 12)
-    groups: dict[str, dict] = {g: _empty_group(g, tagged=True) for g in ALWAYS_SHOWN}
+    claims, claims_note = load_claims()
+    for t in tests:
+        t["hyp"] = _hypothesis_summary(t.get("hypothesis") or [])
+        t["failed"] = t.get("outcome") in FAILED
+        t["claims"], t["claim_file"] = [], None
+    claim_papers, claim_files = _claim_context(claims, tests) if claims is not None else ([], [])
+    # Without the registry, the theorem rows are shown even when none of their tests ran; with it, the
+    # claim cards show that, and the table holds only the tests in no claim's files.
+    groups: dict[str, dict] = {g: _empty_group(g, tagged=True) for g in (ALWAYS_SHOWN if claims is None else ())}
+    totals = _tally()
     cards, relaxations, failures, xpasses, pending = [], [], [], [], []
     targets: dict[str, dict] = {}  # best score per hypothesis.target label, over the whole run
     seen_relaxations: dict = {}
     for i, t in enumerate(tests):
         rec = t.get("records") or {}
         t["anchor"] = f"t{i}"
-        t["hyp"] = _hypothesis_summary(t.get("hypothesis") or [])
-        t["failed"] = t.get("outcome") in FAILED
         t["replay"] = replay_command(run, t["nodeid"], t.get("reproduce_blob") if t["failed"] else None)
         inputs = rec.get("inputs") or []
         t["hists"], t["ranges"] = _input_charts(inputs)
         t["n_inputs"] = len(inputs)
         t["metrics"] = [m for m in rec.get("metrics") or []]
         t["figures"] = [_figure_within_budget(f) for f in rec.get("figure") or []]
-        g = groups.get(t["group"])
-        if g is None:
-            g = groups[t["group"]] = _empty_group(t["group"], tagged=t["tagged"])
-        g["papers"].append(t["paper"])
-        if not t["tagged"]:
-            g["modules"].setdefault(_readable(_module_name(t["nodeid"])), None)
-        g["properties"] += 1
-        g["examples"] += (t["hyp"] or {}).get("generated", 0)
-        g["judged"] += (t["hyp"] or {}).get("judged", 0)
+        _count(totals, t)
+        if t["claim_file"] is None:
+            g = groups.get(t["group"])
+            if g is None:
+                g = groups[t["group"]] = _empty_group(t["group"], tagged=t["tagged"])
+            g["papers"].append(t["paper"])
+            if not t["tagged"]:
+                g["modules"].setdefault(_readable(_module_name(t["nodeid"])), None)
+            _count(g, t)
         t["judged_floor"] = (t.get("judged") or {}).get("floor")
         t["targets"] = sorted(rec.get("targets") or [], key=lambda e: e["label"])
         for e in t["targets"]:
             best = targets.setdefault(e["label"], {**e, "nodeid": t["nodeid"], "anchor": t["anchor"]})
             if e["score"] > best["score"]:
                 best.update(e, nodeid=t["nodeid"], anchor=t["anchor"])
-        g["time"] += float(t.get("duration") or 0.0)
-        g[OUTCOME_BUCKET.get(t.get("outcome"), "failed")] += 1
         t["cards"] = []
         pending += [(t, ce) for ce in rec.get("counterexample") or []]
         for r in rec.get("relaxation") or []:
@@ -349,11 +448,14 @@ def build_context(run: dict, run_dir: Path) -> dict:
         g["modules"] = sorted(g["modules"])
         if g["modules"] == [g["name"].split(",")[0]]:  # a module outside any folder names its own group
             g["modules"] = []
+        g["state"] = _state(g)
     group_rows = sorted(groups.values(), key=lambda g: (not g["tagged"], _group_key(g["name"])))
-    totals = {k: sum(g[k] for g in group_rows) for k in BUCKETS}
     n_failed = sum(t["failed"] for t in tests)
     return {
         "run": run, "tests": tests, "groups": group_rows, "totals": totals, "cards": cards,
+        # The claims' cards by paper (None: no registry, the table is the whole dashboard), their test files.
+        "papers": claim_papers if claims is not None else None, "claim_files": claim_files, "claims_note": claims_note,
+        "group_totals": {k: sum(g[k] for g in group_rows) for k in BUCKETS},
         "theorem_groups": [g for g in group_rows if g["tagged"]],
         "untagged_groups": [g for g in group_rows if not g["tagged"]],
         "relaxations": relaxations, "failures": failures, "xpasses": xpasses, "sections": SECTIONS,
@@ -483,8 +585,7 @@ def _input_charts(inputs: list[dict]) -> tuple[list[str], str]:
 
 def _empty_group(name: str, tagged: bool) -> dict:
     return {"name": name, "slug": "group-" + re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-"), "tagged": tagged,
-            "paper": GROUPS.get(name, ""), "papers": [], "modules": {}, "properties": 0, "examples": 0, "judged": 0,
-            "passed": 0, "failed": 0, "xfailed": 0, "xpassed": 0, "skipped": 0, "time": 0.0}
+            "paper": GROUPS.get(name, ""), "papers": [], "modules": {}, **_tally()}
 
 
 def _group_key(name: str):

@@ -151,6 +151,8 @@ def write_synthetic_run(run_dir: Path, n_cards: int = 2) -> None:
 
 
 def test_generator_renders_every_section(tmp_path):
+    from theory.claims import all_claims
+
     run_dir = tmp_path / "20240501-100000-abcd"
     write_synthetic_run(run_dir, n_cards=3)
     out = generate.render(run_dir)
@@ -159,7 +161,8 @@ def test_generator_renders_every_section(tmp_path):
     assert len(page.images) == 3, len(page.images)
     assert page.svgs >= 6 and page.svg_rects > 0, "input histograms missing"
     text = page.text
-    for needle in ("Theorem 1", "Theorem 2", "Automaton", "Section 5", "Relaxations",  # dashboard rows
+    for needle in ("Theorem 1", "Theorem 2", "Relaxations",  # dashboard rows
+                   *(c.reference for c in all_claims()),  # claim cards
                    "stress", "1234", "--hypothesis-seed=1234", "--hypothesis-profile=stress",  # run + re-run
                    "cyclic", "settings.max_examples=12",  # Hypothesis events and why it stopped
                    "label not in context", "W^svm infeasible", "×3",  # relaxation row, deduplicated
@@ -168,7 +171,7 @@ def test_generator_renders_every_section(tmp_path):
                    "K (vocabulary)", "||W^svm||", "mean correlation"):
         assert needle in text, f"{needle!r} not in the report"
     assert text.count("Drawings left out") == 2, "card budget not applied"
-    assert "no property ran" in text  # Automaton / Section 5 had none
+    assert "no property ran" in text  # no test of the synthetic run is in a claim's files
     # The dashboard row of Theorem 2: 1 property, 5 examples generated, 5 judged (100%), 0 passed, 1 failed.
     row = text[text.index("Theorem 2 Li et al. 2024"):][:70]
     assert row.split()[6:12] == ["1", "5", "5", "(100%)", "0", "1"], row
@@ -685,13 +688,14 @@ def test_untagged_tests_sit_apart_from_the_theorem_rows(tmp_path):
     run_dir = tmp_path / "run"
     write_synthetic_run(run_dir)
     with open(run_dir / "data" / "gw1.jsonl", "a") as fh:
-        for nodeid in ("properties/suite/test_sweep.py::test_grid", "properties/li2024/test_theorem1.py::test_helper"):
+        # (test_helpers_synth.py is in no claim's files: a test in one would sit on the claim's card instead)
+        for nodeid in ("properties/suite/test_sweep.py::test_grid", "properties/li2024/test_helpers_synth.py::test_helper"):
             fh.write(json.dumps({"nodeid": nodeid, "theorem": None, "tagged": False, "outcome": "passed"}) + "\n")
     html = generate.render(run_dir).read_text()
     theorems = html[html.index('<tbody class="theorems">'):html.index("</tbody>")]
     untagged = html[html.index('<tbody class="untagged">'):]
     untagged = untagged[:untagged.index("</tbody>")]
-    assert "test_b" not in theorems and "test_sweep" not in theorems and "test_theorem1" not in theorems, theorems
+    assert "test_b" not in theorems and "test_sweep" not in theorems and "test_helpers" not in theorems, theorems
     assert "Suite machinery" in untagged and "Li et al. 2024, untagged" in untagged, untagged
     # The old line from properties/test_b.py (its "theorem" was its module's name) counts as untagged:
     # in the flat layout, a module that is not a paper's belongs to the suite machinery.
@@ -702,6 +706,186 @@ def test_untagged_tests_sit_apart_from_the_theorem_rows(tmp_path):
     assert suite["modules"] == ["B", "Sweep"] and (suite["properties"], suite["skipped"], suite["failed"]) == (3, 1, 1), suite
     assert all(g["tagged"] for g in ctx["theorem_groups"])
     check_page(run_dir / "index.html")
+
+
+# --------------------------------------------------------------------------------------------------
+# The dashboard grouped paper -> claim (issue 29): one card per claim of the registry
+# --------------------------------------------------------------------------------------------------
+
+class ClaimCards(HTMLParser):
+    """The dashboard's claim cards (``<article class="claim ..." data-claim=NAME>``): each card's text and
+    classes, in page order, and the paper headings before them."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.cards: dict[str, dict] = {}
+        self.order: list[str] = []
+        self.papers: list[str] = []
+        self._card = None
+        self._depth = 0
+        self._paper = None
+        self.feed(text)
+        for c in self.cards.values():
+            c["text"] = " ".join("".join(c.pop("parts")).split())
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "article" and "data-claim" in a:
+            self._card = self.cards[a["data-claim"]] = {"cls": a.get("class", ""), "parts": [], "hrefs": []}
+            self.order.append(a["data-claim"])
+            self._depth = 0
+        elif self._card is not None:
+            if tag == "article":
+                self._depth += 1
+            if tag == "a":
+                self._card["hrefs"].append(a.get("href", ""))
+        if tag == "h3" and "paper" in (a.get("class") or "").split():
+            self._paper = []
+
+    def handle_endtag(self, tag):
+        if tag == "article" and self._card is not None:
+            if self._depth == 0:
+                self._card = None
+            else:
+                self._depth -= 1
+        if tag == "h3" and self._paper is not None:
+            self.papers.append(" ".join("".join(self._paper).split()))
+            self._paper = None
+
+    def handle_data(self, data):
+        if self._card is not None:
+            self._card["parts"].append(data)
+        if self._paper is not None:
+            self._paper.append(data)
+
+
+def _judged_hyp(examples, not_judged):
+    return {**_hyp(examples), "judged": examples, "not_judged": not_judged}
+
+
+def _claims_run(run_dir: Path, claims) -> dict:
+    """A run whose tests live in the claims' files (one passing test per file; the first claim's first file
+    also a failing one and undecided examples; every file shared by several claims undecided ones too),
+    plus two tests in no claim's file.  Returns what each claim's card must say: tests, passed, failed,
+    undecided."""
+    (run_dir / "data").mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"run_id": run_dir.name, "profile": "ci", "derandomize": True,
+                                                  "args": [], "rootdir": "/repo", "exitstatus": 1}))
+    files = list(dict.fromkeys(f for c in claims for f in c.properties))
+    shared = {f for f in files if sum(f in c.properties for c in claims) > 1}
+    first = claims[0].properties[0]
+    lines, per_file = [], {}
+    for i, f in enumerate(files):
+        undecided = 3 if f == first else (i + 1 if f in shared else 0)
+        reasons = {"undecided at the maximum budget": undecided} if undecided else {}
+        if f == first:
+            reasons["10^4 time units exceed MAX_STEPS"] = 2
+        lines.append({"nodeid": f"{f}::test_holds", "theorem": "Theorem 1", "tagged": True, "outcome": "passed",
+                      "duration": 0.5, "hypothesis": [_judged_hyp(20, reasons)]})
+        per_file[f] = {"tests": 1, "passed": 1, "failed": 0, "undecided": undecided}
+    lines.append({"nodeid": f"{first}::test_breaks", "theorem": "Theorem 1", "tagged": True, "outcome": "failed",
+                  "duration": 0.1, "text": "AssertionError: planted", "hypothesis": []})
+    per_file[first].update(tests=2, failed=1)
+    lines += [{"nodeid": "properties/suite/test_machinery_synth.py::test_x", "outcome": "passed", "duration": 0.1},
+              {"nodeid": "properties/li2024/test_other_synth.py::test_y", "theorem": "Engine", "tagged": True,
+               "outcome": "passed", "duration": 0.1}]
+    (run_dir / "data" / "main.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return {c.name: {k: sum(per_file[f][k] for f in c.properties) for k in ("tests", "passed", "failed", "undecided")}
+            for c in claims}
+
+
+def test_dashboard_has_one_card_per_claim(tmp_path):
+    """Paper -> claim: a run whose tests live in the claims' files renders one card per claim of the registry,
+    in its order under its paper, saying the claim's statement and verdict rule and how its tests did --
+    outcomes, judged and not-judged counts by reason, and the UNDECIDED outcomes as ``undecided: N``.  A
+    file several claims list counts for each; tests in no claim's files stay in the table of groups."""
+    from theory.claims import all_claims
+
+    claims = all_claims()
+    run_dir = tmp_path / "run"
+    want = _claims_run(run_dir, claims)
+    html = generate.render(run_dir).read_text()
+    page = check_page(run_dir / "index.html")
+    found = ClaimCards(html)
+    assert found.order == [c.name for c in claims], found.order
+    for c in claims:
+        card, w = found.cards[c.name], want[c.name]
+        for needle in (c.reference, c.statement, c.rule, *c.calibrations):
+            assert " ".join(needle.split()) in card["text"], (c.name, needle, card["text"])
+        assert f"undecided: {w['undecided']}" in card["text"], (c.name, w, card["text"])
+        noun = "test" if w["tests"] == 1 else "tests"
+        assert f"{w['tests']} {noun}: {w['passed']} passed, {w['failed']} failed" in card["text"], (c.name, card["text"])
+        assert ("bad" if w["failed"] else "good") in card["cls"].split(), (c.name, card["cls"])
+        assert all(h[1:] in page.ids for h in card["hrefs"] if h.startswith("#")), card["hrefs"]
+    first = found.cards[claims[0].name]["text"]
+    assert "not judged: undecided at the maximum budget 3, 10^4 time units exceed MAX_STEPS 2" in first, first
+    assert "test_breaks" in first, "the failing test is not named on its claim's card"
+    # Papers in the registry's order, each named once.
+    papers = list(dict.fromkeys(c.name.split(".")[0] for c in claims))
+    assert len(found.papers) == len(papers), found.papers
+    assert found.papers[0].startswith("Li et al. 2024") and found.papers[-1].startswith("Tian et al. 2023"), found.papers
+    # The tests in no claim's files: rows of the table, not on any card; the header counts every test.
+    table = html[html.index('id="dashboard-table"'):]
+    table = table[:table.index("</table>")]
+    assert "Suite machinery" in table and ">Engine<" in table and "Theorem 1" not in table, table
+    assert not any("test_x" in c["text"] or "test_y" in c["text"] for c in found.cards.values())
+    n_tests = len({f for c in claims for f in c.properties}) + 3
+    assert f"1 of {n_tests} properties failed" in Verdict(html).text
+
+
+def test_a_claim_with_no_test_says_so(tmp_path):
+    """A claim none of whose files ran is on the dashboard all the same, grey, saying so."""
+    run_dir = tmp_path / "run"
+    (run_dir / "data").mkdir(parents=True)
+    (run_dir / "data" / "main.jsonl").write_text(json.dumps({"nodeid": "properties/suite/test_s.py::test_s",
+                                                             "outcome": "passed"}) + "\n")
+    from theory.claims import all_claims
+
+    found = ClaimCards(generate.render(run_dir).read_text())
+    assert found.order == [c.name for c in all_claims()]
+    for name, card in found.cards.items():
+        assert "no property ran" in card["text"] and "none" in card["cls"].split(), (name, card)
+
+
+def test_dashboard_falls_back_without_the_registry(tmp_path, monkeypatch):
+    """Where theory.claims cannot be imported, the dashboard is the theorem table of before: the theorem
+    rows (shown even when none ran), tests grouped by their marker, no claim card, and a note saying why."""
+    from theory.claims import all_claims
+
+    run_dir = tmp_path / "run"
+    _claims_run(run_dir, all_claims())
+    monkeypatch.setitem(sys.modules, "theory.claims", None)  # "import theory.claims" raises ImportError
+    html = generate.render(run_dir).read_text()
+    check_page(run_dir / "index.html")
+    assert not ClaimCards(html).cards
+    theorems = html[html.index('<tbody class="theorems">'):]
+    theorems = theorems[:theorems.index("</tbody>")]
+    for name in generate.ALWAYS_SHOWN:
+        assert f">{name}<" in theorems, (name, theorems)
+    assert "Theorem dashboard" in html and "theory.claims cannot be imported" in html
+
+
+def test_the_dashboard_imports_only_the_claims_registry(tmp_path):
+    """Rendering a report loads no project module beyond what theory.claims itself loads (no training, no
+    solver): measured in a fresh process, against the modules loaded by importing the registry first."""
+    from theory.claims import all_claims
+
+    run_dir = tmp_path / "run"
+    _claims_run(run_dir, all_claims())
+    code = ("import sys\n"
+            "from theory.claims import all_claims\n"
+            "all_claims()\n"
+            "before = set(sys.modules)\n"
+            "from reports import generate\n"
+            f"generate.render({str(run_dir)!r})\n"
+            "new = sorted(m for m in set(sys.modules) - before if m.split('.')[0] in "
+            "('theory', 'properties', 'strategies', 'scipy', 'cvxpy', 'clarabel', 'numba', 'hypothesis'))\n"
+            "assert not new, new\n"
+            "assert 'theory.claims' in before\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "claim" in (run_dir / "index.html").read_text()
 
 
 def test_report_keep_from_the_option_or_the_environment(tmp_path):

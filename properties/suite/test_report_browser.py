@@ -12,7 +12,9 @@ report and the test asserts, on the rendered page:
 * every section is rendered (present, laid out with a height, with text); every image decoded;
 * no console error, no uncaught exception, no failed load (the Log domain reports those);
 * every in-page link reaches an element, and every link to a file (problem file, observations) exists;
-* the expected relaxation row is green, untagged tests sit under a readable group, not a module name.
+* the expected relaxation row is green, untagged tests sit under a readable group, not a module name;
+* the dashboard has one card per claim of the registry (laid out, with its statement), and the claim whose
+  file holds a synthetic property shows that property's undecided examples as ``undecided: N``.
 
 Driven over the Chrome DevTools protocol (for the console and load errors ``--dump-dom`` cannot give),
 with tornado's websocket client: tornado is already installed (dask.distributed depends on it), where
@@ -124,6 +126,8 @@ PAGE_PROBE = r"""
     untagged_rows: [...document.querySelectorAll('#dashboard-table tbody.untagged tr:not(.sub)')].map(
         r => ({name: r.cells[0].innerText, cls: r.className})),
     xpasses: [...document.querySelectorAll('#xpasses + p + ul li')].map(li => li.innerText),
+    claims: [...document.querySelectorAll('#dashboard article.claim')].map(a => ({
+        name: a.dataset.claim, cls: a.className, text: a.innerText, ...box(a)})),
   };
 })()
 """
@@ -254,6 +258,21 @@ def test_fails():
     assert 1 == 2, "synthetic failure"
 '''
 
+# Written into the first file of the registry's first claim: a property whose verdict is undecided on every
+# third example (counted as not judged, the way the suite's three-valued properties count UNDECIDED).
+CLAIM_TESTS = '''
+import pytest
+from hypothesis import assume, event, given, strategies as st
+
+@pytest.mark.theorem("Theorem 1")
+@pytest.mark.judged(floor=0.1)
+@given(st.integers(0, 9))
+def test_claim_property(x):
+    if x % 3 == 0:
+        event("not judged: undecided at the maximum budget")
+        assume(False)
+'''
+
 SUITE_TESTS = '''
 def test_machinery():
     pass
@@ -267,6 +286,9 @@ def synthetic_run(tmp_path: Path, failing: bool) -> tuple[subprocess.CompletedPr
     paper.mkdir(parents=True)
     suite.mkdir(parents=True)
     (paper / "test_paper_synth.py").write_text(textwrap.dedent(PAPER_TESTS) + (FAILING_TEST if failing else ""))
+    claim_file = tmp_path / first_claim_file()
+    claim_file.parent.mkdir(parents=True, exist_ok=True)
+    claim_file.write_text(CLAIM_TESTS)
     (suite / "test_suite_synth.py").write_text(SUITE_TESTS)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     for name in ("PYTEST_ADDOPTS", "TPG_REPORT_OBSERVATIONS", "TPG_REPORT_KEEP"):
@@ -277,6 +299,12 @@ def synthetic_run(tmp_path: Path, failing: bool) -> tuple[subprocess.CompletedPr
     latest = tmp_path / "reports" / "latest"
     assert latest.exists(), f"no reports/latest\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done, latest.resolve()
+
+
+def first_claim_file() -> str:
+    from theory.claims import all_claims
+
+    return all_claims()[0].properties[0]
 
 
 def _rgb(hex_colour: str) -> str:
@@ -301,9 +329,9 @@ def test_report_in_chromium_tells_the_truth(tmp_path, failing):
     expected_colour = _rgb(page["bad"] if done.returncode else page["good"])
     assert v["background"] == expected_colour, (v, page["good"], page["bad"])
     if failing:
-        assert "1 of 7 properties failed" in v["text"], v["text"]
+        assert "1 of 8 properties failed" in v["text"], v["text"]
     else:
-        assert "none of 6 properties failed: 4 passed, 1 xfailed" in v["text"], v["text"]
+        assert "none of 7 properties failed: 5 passed, 1 xfailed" in v["text"], v["text"]
     # The xpass is shown apart: its own note (not red, not green), listed with its reason, never a failure.
     note = page["xpass_note"]
     assert note is not None and note["height"] > 0 and "1 xpassed" in note["text"], note
@@ -336,6 +364,30 @@ def test_report_in_chromium_tells_the_truth(tmp_path, failing):
                                                                          "Suite machinery"], page["untagged_rows"]
     assert not any("test_" in name for name in page["theorem_rows"]), page["theorem_rows"]
     assert "Theorem 1" in page["theorem_rows"]
+
+    # One card per claim, laid out, with its statement; the claim holding the synthetic property shows its
+    # undecided examples (as the run's data counts them), the others that none of their tests ran.
+    from theory.claims import all_claims
+
+    claims = all_claims()
+    cards = {c["name"]: c for c in page["claims"]}
+    assert [c["name"] for c in page["claims"]] == [c.name for c in claims], page["claims"]
+    for c in claims:
+        card = cards[c.name]
+        assert card["height"] > 0 and card["width"] > 0, card
+        assert " ".join(c.statement.split()) in " ".join(card["text"].split()), (c.name, card["text"])
+    nodeid = f"{first_claim_file()}::test_claim_property"
+    run = generate.load_run(run_dir)
+    undecided = dict(generate._hypothesis_summary(run["tests"][nodeid]["hypothesis"])["not_judged"])
+    n = undecided["undecided at the maximum budget"]
+    assert n > 0
+    holding = [c.name for c in claims if first_claim_file() in c.properties]
+    for c in claims:
+        text = cards[c.name]["text"]
+        if c.name in holding:
+            assert f"undecided: {n}" in text and "1 test: 1 passed, 0 failed" in text, (c.name, text)
+        else:
+            assert "no property ran" in text and "none" in cards[c.name]["cls"].split(), (c.name, text)
     shot = Path(tmp_path / "screenshot.png")
     shot.write_bytes(__import__("base64").b64decode(seen["screenshot"]))
     assert shot.read_bytes().startswith(b"\x89PNG"), "no screenshot"
