@@ -50,7 +50,7 @@ def assert_leq(what: str, got: float, bound: float) -> None:
 
 
 class Graphs:
-    """TPGs rebuilt from the samples (THEORY.md): edge y -> x for every token x != y of a sample with query k."""
+    """TPGs rebuilt from the samples (docs/theory.md): edge y -> x for every token x != y of a sample with query k."""
 
     def __init__(self, problem: Problem):
         self.edges: dict[int, set] = defaultdict(set)

@@ -4,7 +4,7 @@ engine's step 2), and the one rule of normalized GD below the gradient's roundin
 The reference here is independent of both engines: a 50-digit mpmath evaluation of ``dl/ds`` written
 from the model's definition in the pairwise form ``ds_t = a_t sum_j a_j (g_t - g_j)`` (an antisymmetric
 sum: no difference of two nearly equal numbers), with ``g = dl/da`` taken from the loss as written in
-THEORY.md.  Inputs are one sample with one token's score up to 700 above the others, i.e. attention
+docs/theory.md.  Inputs are one sample with one token's score up to 700 above the others, i.e. attention
 ``1 - 1e-304`` on it: the regime where the textbook ``a_t (g_t - <a, g>)`` returns rounding noise.
 """
 from __future__ import annotations
@@ -181,7 +181,7 @@ def test_score_gradient_matches_50_digits(engine, sample):
 
 
 def mp_lsq_gradient_by_differentiation(s, counts, H, y) -> np.ndarray:
-    """dl/ds of ``lsq`` by numerical differentiation (mpmath.diff) of the loss as THEORY.md writes it,
+    """dl/ds of ``lsq`` by numerical differentiation (mpmath.diff) of the loss as docs/theory.md writes it,
     ``(1 - softmax(H a)_y)^2`` with ``a = softmax(s + log c)``: no derived gradient formula involved.
     The precision grows with the score spread so that the attention of the smallest token (~e^{-spread})
     still moves the loss by many significant digits."""

@@ -54,7 +54,7 @@ def _alignment_property(case, outcomes: list):
                    steps=r["steps"])
 
 
-# The claim is local (THEORY.md: "GD converges only locally"; the paper's evidence is a mean correlation of
+# The claim is local (docs/theory.md: "GD converges only locally"; the paper's evidence is a mean correlation of
 # ~0.99 over 10 trials, and the authors' notebook raises on a trial below 0.95).  From a random start a
 # settled run can align with another direction for good: examples/section5_persistent_misalignment.json
 # (stress-found, tied head, ce) keeps tan θ ≈ 0.5 over three decades (statistic 6.0, 7.3, 8.4 at 2e5, 2e6,

@@ -1,4 +1,4 @@
-"""Theorem 2 (regularization path; THEORY.md "Theorems"; Li et al. 2024, Algo-RP).
+"""Theorem 2 (regularization path; docs/theory.md "Theorems"; Li et al. 2024, Algo-RP).
 
 ``W̄_R = argmin_{||W||_F <= R} L(W)`` satisfies ``W̄_R/R -> W^svm/||W^svm||`` and ``Π_{S_fin} W̄_R -> W^fin``.
 

@@ -1,4 +1,4 @@
-"""Gradient descent on ``L(W)`` (Li et al. 2024, Algo-GD; THEORY.md "How the paper measures").
+"""Gradient descent on ``L(W)`` (Li et al. 2024, Algo-GD; docs/theory.md "How the paper measures").
 
 GD runs in token space: with ``M = E E^T`` and ``A = E W E^T``, a step ``W <- W - s E^T G E`` is
 ``A <- A - s M G M``, and accumulating ``B = Σ s_t G_t`` gives ``W(τ) = W(0) - E^T B(τ) E`` exactly
