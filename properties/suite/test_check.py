@@ -85,3 +85,11 @@ def test_every_claim_names_its_paper_rule_and_calibrations():
         assert d["calibrations"], f"{c.name}: a claim without a planted violation it must reject"
         for path in d["properties"]:
             assert (ROOT / path).is_file(), f"{c.name}: property file {path} does not exist"
+
+
+def test_a_closed_pipe_ends_the_command_quietly():
+    """``tpg check FILE | head -1``: the reader closes the pipe after one line; no traceback on stderr."""
+    r = subprocess.run(f"'{sys.executable}' -m theory check examples/scc_above_token.json | head -c 10",
+                       shell=True, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert "Traceback" not in r.stderr and "BrokenPipeError" not in r.stderr, r.stderr
+    assert len(r.stdout) == 10

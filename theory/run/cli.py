@@ -176,6 +176,18 @@ def _finite_or_null(x):
 
 
 def main(argv=None) -> int:
+    """The command line; a reader that closes the pipe early (``tpg check F | head -1``) ends it quietly."""
+    import os
+
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # Python would print a traceback flushing stdout at exit: point stdout at /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _main(argv=None) -> int:
     from theory.li2024.svm import SolverError
 
     args = _parser().parse_args(argv)
