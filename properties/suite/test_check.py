@@ -93,3 +93,18 @@ def test_a_closed_pipe_ends_the_command_quietly():
                        shell=True, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert "Traceback" not in r.stderr and "BrokenPipeError" not in r.stderr, r.stderr
     assert len(r.stdout) == 10
+
+
+def test_scan_and_snap_claims_judge_a_class_layout_and_not_a_problem_file():
+    """The Tian et al. claims apply to a class layout (their data model), not to a problem file; on the
+    paper's Syn-Small layout their judges give the verdict the properties assert (holds)."""
+    from theory.claims import claim
+    from theory.tian2023.model import syn_layout
+
+    layout = syn_layout(1, 2, 3, 5)
+    problem = Problem.load(ROOT / "examples/scc_above_token.json")
+    for name in ("tian2023.theorem2", "tian2023.theorem3", "tian2023.theorem4"):
+        c = claim(name)
+        assert c.check(problem).outcome.value == "not applicable"
+        v = c.check(layout)
+        assert v.passed, f"{name}: {v}"
