@@ -4,7 +4,8 @@ The priority structure is drawn first -- per query token ``k`` an ordered list o
 priority first) and a DAG between them -- and then realized as samples, so acyclic graphs, several
 SCCs, cycles and ``W^svm = 0`` occur with controlled frequency instead of by luck.  Every strategy
 takes strategies for its parts and shrinks toward small and simple: fewer samples, shorter sequences,
-smaller K, orthonormal (identity) embeddings, acyclic structures.
+smaller K, orthonormal (identity) embeddings, acyclic structures.  :func:`drawn_problems` draws the
+embedding's choices (kind, ``d - K``, seed) before the structure, so that shrinking the structure keeps them.
 
 Realization rules (why the drawn structure *is* the TPG of the realized samples):
 * the query ``k`` lies in block ``b``; labels come only from blocks ``0..b`` (a label ``y`` always gets
@@ -26,7 +27,11 @@ from hypothesis import strategies as st
 from theory.core.problem import Problem
 
 SHAPES = ("acyclic", "cyclic", "mixed", "svm_zero")
-EMBEDDINGS = ("orthonormal", "gaussian", "ill_conditioned", "nearly_collinear")
+# In shrinking order: a counterexample that needs non-orthonormal embeddings shrinks to ill_conditioned ones
+# (condition number min(10, max_condition) or more at every K and seed), so K can shrink with them; listed
+# after gaussian, it stopped where a Gaussian draw happened to be ill-conditioned (a seed ill-conditioned at
+# K = 6 and not at K = 2).
+EMBEDDINGS = ("orthonormal", "ill_conditioned", "gaussian", "nearly_collinear")
 MAX_CONDITION = 1e3
 
 
@@ -168,23 +173,52 @@ def _rng(draw, label):
     return np.random.default_rng(draw(st.integers(0, 2**32 - 1), label=label))
 
 
+@dataclass(frozen=True)
+class EmbeddingPlan:
+    """The choices of an embedding that do not depend on K: ``d - K``, the kind, the seed and the kind's
+    parameters (the nearly collinear pair, which does, is drawn when the embeddings are built)."""
+
+    extra: int
+    kind: str
+    seed: int | None = None  # None: orthonormal and not rotated
+    log10_delta: float = 0.0  # nearly_collinear
+    scale: float = 1.0  # nearly_collinear
+    condition: float = 1.0  # ill_conditioned
+
+
 @st.composite
-def embeddings(draw, K: int, d=None, kinds=st.sampled_from(EMBEDDINGS), max_condition: float = MAX_CONDITION) -> np.ndarray:
-    """K x d embeddings of a kind drawn from ``kinds``: ``orthonormal`` (shrinks to [I 0]),
-    ``gaussian`` (unit-norm Gaussian rows, as the paper), ``ill_conditioned`` (independent,
-    condition number in [min(10, max_condition), max_condition]) or ``nearly_collinear`` (one pair of rows
-    nearly parallel, condition number at most ``max_condition``)."""
-    d = draw(d if d is not None else st.integers(K, K + 3), label="d")
-    if d < K:
-        raise ValueError(f"embeddings(): d={d} < K={K} cannot be independent; use dependent_embeddings")
+def embedding_plans(draw, d_extra=st.integers(0, 3), kinds=st.sampled_from(EMBEDDINGS),
+                    max_condition: float = MAX_CONDITION) -> EmbeddingPlan:
+    """An :class:`EmbeddingPlan`.  :func:`drawn_problems` draws it before the structure, so that shrinking
+    the structure (K, the samples) leaves the embedding's choices where they are: a counterexample that
+    needs non-orthonormal embeddings then shrinks to K = d = 2 (drawn after the structure, shrinking K moved
+    the choices after it, the kind among them, and the shrinker stopped at K = 3..9)."""
+    extra = draw(d_extra, label="d_extra")
     kind = draw(kinds, label="embedding_kind")
     if kind == "orthonormal":
+        rotate = draw(st.booleans(), label="rotate")
+        return EmbeddingPlan(extra, kind, draw(st.integers(0, 2**32 - 1), label="rotation_seed") if rotate else None)
+    seed = draw(st.integers(0, 2**32 - 1), label="embedding_seed")
+    if kind == "nearly_collinear":
+        return EmbeddingPlan(extra, kind, seed, log10_delta=draw(st.floats(-4.0, -1.0), label="log10_delta"),
+                             scale=draw(st.floats(0.5, 2.0), label="collinear_scale"))
+    if kind == "ill_conditioned":
+        return EmbeddingPlan(extra, kind, seed,
+                             condition=draw(st.floats(min(10.0, max_condition), max_condition), label="condition_number"))
+    return EmbeddingPlan(extra, kind, seed)
+
+
+@st.composite
+def planned_embeddings(draw, plan: EmbeddingPlan, K: int, max_condition: float = MAX_CONDITION) -> np.ndarray:
+    """The K x (K + ``plan.extra``) embeddings of ``plan`` (see :func:`embeddings` for the kinds)."""
+    d, kind = K + plan.extra, plan.kind
+    if kind == "orthonormal":
         E = np.eye(K, d)
-        if draw(st.booleans(), label="rotate"):
-            Q, _ = np.linalg.qr(_rng(draw, "rotation_seed").normal(size=(d, d)))
+        if plan.seed is not None:
+            Q, _ = np.linalg.qr(np.random.default_rng(plan.seed).normal(size=(d, d)))
             E = E @ Q
         return E
-    rng = _rng(draw, "embedding_seed")
+    rng = np.random.default_rng(plan.seed)
     if kind == "gaussian" or (kind == "nearly_collinear" and K < 2):
         E = rng.normal(size=(K, d))
         return E / np.linalg.norm(E, axis=1, keepdims=True)
@@ -197,8 +231,7 @@ def embeddings(draw, K: int, d=None, kinds=st.sampled_from(EMBEDDINGS), max_cond
         E = Q[:K].copy()
         i, j = draw(st.lists(st.integers(0, K - 1), min_size=2, max_size=2, unique=True), label="collinear_pair")
         n = E[j].copy()
-        delta = 10.0 ** draw(st.floats(-4.0, -1.0), label="log10_delta")
-        c = draw(st.floats(0.5, 2.0), label="collinear_scale")
+        delta, c = 10.0 ** plan.log10_delta, plan.scale
         while True:
             E[j] = c * (E[i] + delta * n)
             if np.linalg.cond(E) <= max_condition or delta >= 1.0:
@@ -206,11 +239,23 @@ def embeddings(draw, K: int, d=None, kinds=st.sampled_from(EMBEDDINGS), max_cond
             delta = min(2.0 * delta, 1.0)
         event(f"nearly collinear: condition number 10^{int(np.log10(np.linalg.cond(E)))}")
         return E
-    cond = draw(st.floats(min(10.0, max_condition), max_condition), label="condition_number")
     U, _ = np.linalg.qr(rng.normal(size=(K, K)))
     V, _ = np.linalg.qr(rng.normal(size=(d, d)))
-    s = np.geomspace(1.0, 1.0 / cond, K)
+    s = np.geomspace(1.0, 1.0 / plan.condition, K)
     return (U * s) @ V[:K]
+
+
+@st.composite
+def embeddings(draw, K: int, d=None, kinds=st.sampled_from(EMBEDDINGS), max_condition: float = MAX_CONDITION) -> np.ndarray:
+    """K x d embeddings of a kind drawn from ``kinds``: ``orthonormal`` (shrinks to [I 0]),
+    ``gaussian`` (unit-norm Gaussian rows, as the paper), ``ill_conditioned`` (independent,
+    condition number in [min(10, max_condition), max_condition]) or ``nearly_collinear`` (one pair of rows
+    nearly parallel, condition number at most ``max_condition``)."""
+    d = draw(d if d is not None else st.integers(K, K + 3), label="d")
+    if d < K:
+        raise ValueError(f"embeddings(): d={d} < K={K} cannot be independent; use dependent_embeddings")
+    plan = draw(embedding_plans(st.just(d - K), kinds, max_condition), label="plan")
+    return draw(planned_embeddings(plan, K, max_condition), label="E")
 
 
 def min_norm_biorthogonal_head(E: np.ndarray) -> np.ndarray:
@@ -257,11 +302,12 @@ def drawn_problems(draw, structures=None, embedding_kinds=st.sampled_from(EMBEDD
 
     ``heads=True`` draws a biorthogonal head (``head`` key of the file); ``False`` leaves the default.
     """
+    # The embedding's choices first (see embedding_plans): shrinking the structure then keeps them.
+    plan = draw(embedding_plans(d_extra, embedding_kinds, max_condition), label="embedding_plan")
     structure = draw(structures if structures is not None else priority_structures(), label="structure")
     K = structure.K
     seqs, labels = draw(realize(structure, max_len=max_len, max_samples=max_samples), label="samples")
-    E = draw(embeddings(K, d=d_extra.map(lambda x: K + x), kinds=embedding_kinds, max_condition=max_condition),
-             label="E")
+    E = draw(planned_embeddings(plan, K, max_condition), label="E")
     head = draw(biorthogonal_heads(E), label="C") if heads else None
     problem = Problem.create(E, seqs, labels, draw(loss, label="loss"), head)
     event(f"shape={structure.shape}")

@@ -2,6 +2,8 @@
 held-out contexts) and that they shrink to small, readable counterexamples."""
 from __future__ import annotations
 
+import random
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -197,7 +199,7 @@ def test_minimal_cyclic_problem_is_readable(minimal_cyclic):
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "strategies/problems.py: the minimal drawn_problems() with a cycle shrinks to shape 'cyclic' with "
-    "K = 3, n = 3 (SCC {1, 0} above 2: (1,0):1, (1,0):0, (1,2,0):1) under the ci settings, although "
+    "K = 3, n = 3 (token 1 above SCC {2, 0}: (2,0):2, (2,0):0, (1,0):1) under the ci settings, although "
     "K = 2, n = 2 exists (shape svm_zero: (1,0):1, (1,0):0) and even shape 'cyclic' fits in n = 2 "
     "((1,0):0, (1,2,0):1).  realize() gives every DAG edge its own sample, and the shrinker does not "
     "move from 'cyclic' to the later-listed 'svm_zero'."))
@@ -225,15 +227,25 @@ def test_minimal_ill_conditioned_problem_has_one_short_sample(minimal_ill_condit
     assert p.n == 1 and len(p.sequences[0]) == 2, f"n = {p.n}, sequences {p.sequences}"
 
 
-@pytest.mark.xfail(strict=False, raises=AssertionError, reason=(
-    "strategies/problems.py: a problem that only needs non-orthonormal embeddings shrinks to K = d > 2 "
-    "(9 at 36b7151, 3 at f923f89, 2 or 7 after the nearly_collinear kind was added, depending on the run) "
-    "under the ci settings: drawn_problems draws the embedding kind after the structure, so shrinking K "
-    "re-aligns the kind's choice.  Drawing the embedding kind, d - K and seed before the structure shrinks "
-    "it to K = d = 2 (checked with a local variant)."))
+# Random seeds of the search below.  Measured on 20 seeds (0-19), 400 examples each: every search ends at
+# K = d = 2 (0.4-2.3 s, 1.0 s on average).  Before the embedding's choices were drawn ahead of the structure
+# and ill_conditioned ahead of gaussian, 3 of 12 seeds did (the others ended at K = 3 to 9; seed 0 at 7);
+# drawing the choices first alone, 15 of 20 (the others, seed 8 among them, ended at a Gaussian seed 0 with
+# K = 3 or 6, ill-conditioned there and not at K = 2).  Seeds 0 and 1 are the first two; 8 keeps the
+# second half of the fix checked.
+ILL_CONDITIONED_SEEDS = (0, 1, 8)
+
+
 def test_minimal_ill_conditioned_problem_has_two_tokens(minimal_ill_conditioned):
-    p = minimal_ill_conditioned.problem
-    assert p.K == 2 and p.d == 2, f"K = {p.K}, d = {p.d}"
+    """A problem that only needs non-orthonormal embeddings shrinks to K = d = 2: under the ci settings and
+    from a few random seeds (strategies.problems draws the embedding's kind, d - K and seed before the
+    structure, so shrinking K keeps them)."""
+    found = {"derandomized": minimal_ill_conditioned}
+    for s in ILL_CONDITIONED_SEEDS:
+        found[f"seed {s}"] = find(drawn_problems(), lambda dp: np.linalg.cond(dp.problem.E) > 5,
+                                  settings=settings(FIND, derandomize=False), random=random.Random(s))
+    sizes = {k: (dp.problem.K, dp.problem.d) for k, dp in found.items()}
+    assert all(kd == (2, 2) for kd in sizes.values()), f"minimal (K, d) per search: {sizes}"
 
 
 @given(s=priority_structures(), data=st.data())
