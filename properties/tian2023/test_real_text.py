@@ -17,7 +17,7 @@ from dataclasses import asdict, replace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 from theory.tian2023 import real_text as rt
 from theory.tian2023 import transformer as tf
@@ -29,12 +29,12 @@ def _loss(params, cfg, x, y):
     return tf.forward(params, cfg, x, y)["loss"]
 
 
-@settings(max_examples=6, deadline=None, derandomize=False)
+@settings(max_examples=6, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), layers=st.sampled_from([1, 2]),
        attention=st.sampled_from(["learned", "uniform"]), positional=st.booleans())
 def test_gradient_equals_finite_differences(seed, layers, attention, positional):
     """Per parameter block, the directional derivative along a random direction: hand gradient
-    against a central difference in float64 (step 1e-5, truncation error ~1e-10 relative)."""
+    against a central difference in float64 (step 1e-6: truncation ~1e-12, rounding ~1e-10)."""
     rng = np.random.default_rng(seed)
     cfg = tf.ModelConfig(vocab=11, d=6, d_hid=5, layers=layers, positional=positional, attention=attention)
     p = tf.init_params(cfg, rng, np.float64)
@@ -43,9 +43,11 @@ def test_gradient_equals_finite_differences(seed, layers, attention, positional)
             p[k] = p[k] + rng.normal(0, 0.3, p[k].shape)
     x, y = rng.integers(0, 11, (3, 7)), rng.integers(0, 11, (3, 7))
     out = tf.forward(p, cfg, x, y, keep=True)
+    # a feed-forward pre-activation within reach of the step would put a ReLU kink inside the difference
+    assume(min(np.abs(layer[8]).min() for layer in out["cache"][1]) > 1e-4)
     g = tf.dense_grad(tf.backward(p, cfg, y, out["cache"]), p)
     assert set(g) == set(p)
-    h = 1e-5
+    h = 1e-6
     for k in p:
         v = rng.normal(size=p[k].shape)
         if k == "E":  # only the embedding rows of the batch's tokens have a gradient
@@ -90,23 +92,32 @@ def test_attention_entropy_of_uniform_causal_rows():
 
 def test_freeze_judge_is_three_valued():
     p = rt.Fig7Protocol()
-    steps = [0, 1, 10, 100, 1000]
-    losses = [8.0, 7.0, 6.0, 5.0, 4.0]
-    ent = [2.5, 2.4, 2.0, 1.5, 1.5]
-    low, mid, high = p.freeze_level * 0.5, p.freeze_level, p.freeze_level * 2
-    # frozen from step 10 on while the loss falls by 2 nats more: holds
-    assert rt.judge_freeze(steps, np.array([1, 1, low, low]), losses, ent, p)["verdict"] == rt.HOLDS
-    # changes at exactly the level: inside the margin, undecided
-    r = rt.judge_freeze(steps, np.array([1, 1, mid, mid]), losses, ent, p)
-    assert r["froze"] == rt.UNDECIDED and r["verdict"] == rt.UNDECIDED
-    # never below the level: fails
-    assert rt.judge_freeze(steps, np.array([1, 1, high, high]), losses, ent, p)["verdict"] == rt.FAILS
-    # froze, but the loss had already stopped falling: fails
-    flat = [8.0, 7.0, 4.0, 4.0, 4.0]
-    assert rt.judge_freeze(steps, np.array([1, 1, low, low]), flat, ent, p)["loss_still_falling"] == rt.FAILS
+    steps = [0, 1, 2, 3, 6, 10, 18, 32, 56, 100]
+    n = len(steps) - 1
+    losses = list(np.linspace(8.0, 4.0, n + 1))
+    ent = [2.5, 2.4, 2.1, 1.7, 1.55, 1.5, 1.5, 1.5, 1.5, 1.5]
+    ends = np.array(steps[1:], float)
+
+    def judge(rates, losses=losses, ent=ent, tv=None):
+        rates = np.asarray(rates, float)
+        return rt.judge_freeze(steps, rates * 0.25 if tv is None else tv, rates, losses, ent, p)
+
+    # change per decade constant (logarithmic motion) once the entropy has settled: holds
+    r = judge(np.full(n, 0.4))
+    assert r["verdict"] == rt.HOLDS and r["freeze_step"] == 6, r
+    # change per decade growing like t (motion at a constant speed per step): fails
+    assert judge(0.01 * ends)["froze"] == rt.FAILS
+    # growing like t^(1/4): the slope sits at the level, inside the margin: undecided
+    assert judge(0.1 * ends ** 0.25)["froze"] == rt.UNDECIDED
+    # rows replaced wholesale between checkpoints: not a measurable speed, fails
+    assert judge(np.full(n, 3.0), tv=np.full(n, 0.8))["froze"] == rt.FAILS
+    # entropy still falling at the end: not frozen
+    assert judge(np.full(n, 0.4), ent=list(np.linspace(2.5, 1.0, n + 1)))["froze"] == rt.FAILS
+    # froze, but the loss had stopped falling long before: fails
+    flat = [8.0, 7.0, 6.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0]
+    assert judge(np.full(n, 0.4), losses=flat)["loss_still_falling"] == rt.FAILS
     # froze without getting sparser: fails
-    same = [2.5, 2.5, 2.5, 2.5, 2.5]
-    assert rt.judge_freeze(steps, np.array([1, 1, low, low]), losses, same, p)["sparser"] == rt.FAILS
+    assert judge(np.full(n, 0.4), ent=[2.5] * (n + 1))["sparser"] == rt.FAILS
 
 
 def test_entropy_vs_lr_judge_is_three_valued():
@@ -138,10 +149,10 @@ def test_protocols_are_pinned():
     assert f10 == FIG10_PINNED
 
 
-FIG7_PINNED = {"layers": 1, "lr": 5.0, "steps": 3000, "seeds": 1, "per_decade": 4, "freeze_level": 0.05,
-               "freeze_margin": 0.2, "min_frozen_intervals": 2, "sparsify_level": 0.1, "sparsify_margin": 0.05,
-               "loss_fall_level": 0.02, "loss_fall_margin": 0.01}
-FIG10_PINNED = {"layers": 1, "lrs": (0.5, 1.0, 2.0, 5.0), "steps": 600, "seeds": 2, "margin": 0.05,
+FIG7_PINNED = {"layers": 1, "lr": 2.0, "steps": 3000, "seeds": 1, "per_decade": 4, "slope_level": 0.25,
+               "slope_margin": 0.15, "saturation": 0.5, "min_frozen_intervals": 4, "sparsify_level": 0.1,
+               "sparsify_margin": 0.05, "loss_fall_level": 0.02, "loss_fall_margin": 0.01}
+FIG10_PINNED = {"layers": 1, "lrs": (0.5, 1.0, 2.0, 3.0, 5.0), "steps": 600, "seeds": 2, "margin": 0.05,
                 "rank_level": -0.8}
 
 
@@ -151,3 +162,65 @@ def test_checkpoints_are_log_spaced_and_end_at_the_budget():
         assert c[0] == 0 and c[-1] == steps and c == sorted(set(c))
         ratios = [b / a for a, b in zip(c[1:-1], c[2:])]
         assert all(r >= 10 ** (0.5 / 4) * 0.99 for r in ratios[len(ratios) // 2:])
+
+
+# --------------------------------------------------------------------------- reduced experiments on real text
+#
+# The shipped King James text at a reduced size (embedding 32, vocabulary 500, 20 validation chunks),
+# in-process. The full-size protocols are the ones pinned above; the reduced ones shrink the model and
+# the budget, never the criteria.
+
+REDUCED_TEXT = rt.TextProtocol(max_vocab=500, d=32, d_hid=32, eval_chunks=20, probe_chunks=4)
+REDUCED_FIG10 = rt.Fig10Protocol(text=REDUCED_TEXT, lrs=(0.5, 1.0, 2.0), steps=300, seeds=2)
+REDUCED_FIG7 = rt.Fig7Protocol(text=REDUCED_TEXT, lr=2.0, steps=1500)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    from theory.tian2023.wikitext import load_corpus
+
+    return load_corpus(None, max_vocab=REDUCED_TEXT.max_vocab)
+
+
+def _fig10(corpus, seed_base, **kw):
+    p = replace(REDUCED_FIG10, text=replace(REDUCED_TEXT, **kw.pop("text", {})))
+    return rt.run_fig10(p, workers=0, corpus=corpus, seed_base=seed_base, **kw)
+
+
+@settings(max_examples=1, deadline=None)
+@given(seed_base=st.integers(0, 10_000))
+def test_fig10_entropy_falls_with_the_learning_rate_and_the_controls_do_not(corpus, seed_base):
+    """Fig. 10: on real text the final validation attention entropy falls from lr 0.5 to 2 by more
+    than the seeds' spread; with the attention logits held at 0, or with the token order shuffled, the
+    same judge must not say so."""
+    real = _fig10(corpus, seed_base)
+    assert real["verdict"] == rt.HOLDS, real["first_layer"]
+    held = _fig10(corpus, seed_base, attention="uniform")
+    assert held["verdict"] == rt.FAILS, held["first_layer"]
+    shuffled = _fig10(corpus, seed_base, text={"text": "shuffle"})
+    assert shuffled["verdict"] == rt.FAILS, shuffled["first_layer"]
+    assert real["protocol"] == asdict(REDUCED_FIG10)
+    json.dumps(real)
+
+
+def _fig7(corpus, **kw):
+    p = replace(REDUCED_FIG7, text=replace(REDUCED_TEXT, **kw.pop("text", {})))
+    r = rt.run_fig7(p, workers=0, corpus=corpus, **kw)
+    return r, r["runs"][0]["first_layer"]
+
+
+def test_fig7_first_layer_gets_sparser_while_the_loss_falls_and_the_controls_do_not(corpus):
+    """Fig. 7's "becomes sparse": on real text the first layer's validation attention entropy drops
+    by more than the stated level while the validation loss falls; with the logits held at 0 or with
+    shuffled text the same judge finds no such drop, so the whole criterion fails for both."""
+    real, fl = _fig7(corpus)
+    assert fl["sparser"] == rt.HOLDS, fl
+    assert real["runs"][0]["val_loss"][-1] < real["runs"][0]["val_loss"][0] - 1.0
+    for kw in ({"attention": "uniform"}, {"text": {"text": "shuffle"}}):
+        ctrl, cfl = _fig7(corpus, **kw)
+        assert cfl["sparser"] == rt.FAILS and ctrl["verdict"] == rt.FAILS, (kw, cfl)
+    # Measured deviation from the paper (docs/reproductions/real-text.md): at this budget the first
+    # layer has NOT frozen; its maps still move by more than a tenth of their mass per quarter decade.
+    # If this fails, the model now freezes and the page's account must be revised.
+    assert fl["froze"] != rt.HOLDS, fl
+    assert max(real["runs"][0]["change_per_interval"][0][-3:]) > 0.1

@@ -20,7 +20,6 @@ margin) because it thresholds a statistic of a finite, noisy run.
 from __future__ import annotations
 
 import math
-import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 import multiprocessing
@@ -69,24 +68,37 @@ class Fig7Protocol:
     log-spaced checkpoints (``per_decade`` a decade, plus step 0).
 
     Change measure: the mean total-variation distance between the same query's attention rows at two
-    checkpoints (half the L1 distance, in [0, 1]; rows with one key are skipped), divided by the number
-    of decades between the two checkpoints. Logarithmic slowing, which the theory predicts after the
-    snap, makes a per-step change vanish without the attention settling; per decade it does not, so a
-    change per decade below ``freeze_level`` is a strict reading of "frozen".
+    consecutive checkpoints (half the L1 distance, in [0, 1]; rows with a single key are skipped), and
+    that distance divided by the decades between the two checkpoints ("change per decade").
 
-    The first layer freezes at the earliest checkpoint after which every interval's change per decade
-    is below ``freeze_level`` and at least ``min_frozen_intervals`` intervals follow it.
+    What "freezes" means. The theory's snap is not a stop: after the phase transition the attention
+    logits grow like log t, so the attention still moves, by a roughly constant amount per decade of
+    steps, and looks frozen on a linear time axis. Motion at a constant speed per step would instead
+    make the change per decade grow like t (slope 1 in log-log), a random walk like sqrt(t) (slope
+    1/2). So the first layer is frozen from the earliest checkpoint after which (i) the log-log slope
+    of the change per decade against the step, fitted over every window of ``min_frozen_intervals``
+    consecutive later intervals (a decade; at least one window), is below ``slope_level`` = 1/4, halfway between
+    logarithmic motion (0) and a random walk (1/2), and (ii) no later interval moves more than
+    ``saturation`` of the attention mass (a row that is replaced wholesale between checkpoints has no
+    speed to measure: TV saturates and its per-decade value goes flat for the wrong reason), and (iii)
+    the mean entropy stays within ``sparsify_level`` (0.1 nats) of its final value: the scan itself can
+    proceed at a steady pace per decade, and a layer whose sparsity still changes has not frozen.
+    Attention that never moves (change 0) is frozen from step 1.
     """
 
     text: TextProtocol = field(default_factory=TextProtocol)
     layers: int = 1
-    lr: float = 5.0
+    # The authors' notebook uses 5 (with dropout 0.2); here, without dropout, 5 makes the first layer
+    # collapse to one-hot rows whose key keeps changing (measured: entropy 0.01 nats, 70-80% of the
+    # mass moving between checkpoints), so the default is 2, the middle of Fig. 10's range.
+    lr: float = 2.0
     steps: int = 3000
     seeds: int = 1
     per_decade: int = 4
-    freeze_level: float = 0.05
-    freeze_margin: float = 0.2
-    min_frozen_intervals: int = 2
+    slope_level: float = 0.25
+    slope_margin: float = 0.15
+    saturation: float = 0.5
+    min_frozen_intervals: int = 4
     sparsify_level: float = 0.1
     sparsify_margin: float = 0.05
     loss_fall_level: float = 0.02
@@ -101,7 +113,7 @@ class Fig10Protocol:
 
     text: TextProtocol = field(default_factory=TextProtocol)
     layers: int = 1
-    lrs: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0)
+    lrs: tuple[float, ...] = (0.5, 1.0, 2.0, 3.0, 5.0)
     steps: int = 600
     seeds: int = 2
     margin: float = 0.05
@@ -174,6 +186,15 @@ def train_run(corpus: Corpus, tp: TextProtocol, layers: int, lr: float, steps: i
 
     Data order is the authors': step i reads chunk i (mod the chunks of an epoch) of the 20 training
     streams. The seed sets the initialization (and the permutation of the shuffled-text control)."""
+    from threadpoolctl import threadpool_limits
+
+    # One BLAS thread: on 2 shared cores a multi-threaded BLAS spent up to ten times the CPU of one
+    # thread on these (20 x 35 x 200) products, spinning while it waited for the other core.
+    with threadpool_limits(1):
+        return _train(corpus, tp, layers, lr, steps, seed, attention, at, progress)
+
+
+def _train(corpus, tp, layers, lr, steps, seed, attention, at, progress):
     cfg = _model_config(tp, corpus.vocab_size, layers, attention)
     params = tf.init_params(cfg, np.random.default_rng(seed), np.float32)
     train, valid = _streams(corpus, tp, seed)
@@ -205,55 +226,62 @@ def _job(args):
 
 
 def _run_jobs(jobs, workers: int, total_steps: int, desc: str):
-    """Run training jobs in order of submission; ``workers`` >= 1 uses that many worker processes
-    with a single BLAS thread each (on 2 shared cores, several BLAS threads per process measured
-    several times slower than one), 0 runs them here."""
+    """Run training jobs, results in the order of ``jobs``: ``workers`` >= 1 worker processes (each
+    run uses one BLAS thread, see :func:`train_run`), or 0 to run them in this process."""
     from tqdm import tqdm
 
     with tqdm(total=total_steps, desc=desc, unit="step", disable=None, leave=False) as bar:
         if workers <= 0:
             return [train_run(*j[:7], at=j[7], progress=bar.update) for j in jobs]
-        old = {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-        os.environ.update({k: "1" for k in old})
-        try:
-            ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-                futs = [pool.submit(_job, j) for j in jobs]
-                results = []
-                for j, f in zip(jobs, futs):
-                    results.append(f.result())
-                    bar.update(j[4])
-                return results
-        finally:
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx) as pool:
+            futs = [pool.submit(_job, j) for j in jobs]
+            results = []
+            for j, f in zip(jobs, futs):
+                results.append(f.result())
+                bar.update(j[4])
+            return results
 
 
 # --------------------------------------------------------------------------- measures and criteria
 
 
-def change_per_decade(probes: list[np.ndarray], steps: list[int]) -> np.ndarray:
-    """Per layer and interval, the mean total-variation distance between the attention rows of two
-    consecutive checkpoints divided by the decades between them, shape (layers, len(steps) - 1).
-    The interval that starts at step 0 has no length in decades; it is divided by one decade."""
-    out = []
+def attention_changes(probes: list[np.ndarray], steps: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per layer and interval between consecutive checkpoints: the mean total-variation distance of
+    the attention rows, and that distance per decade; both of shape (layers, len(steps) - 1).
+    The interval that starts at step 0 has no length in decades; it is counted as one decade."""
+    tvs, rates = [], []
     for k in range(1, len(steps)):
         a, b = probes[k - 1].astype(np.float64), probes[k].astype(np.float64)
         tv = 0.5 * np.abs(a - b).sum(-1)[..., 1:]  # row 0 has a single key: always [1]
+        tv = tv.mean(axis=tuple(range(1, tv.ndim)))
         decades = math.log10(steps[k] / steps[k - 1]) if steps[k - 1] > 0 else 1.0
-        out.append(tv.mean(axis=tuple(range(1, tv.ndim))) / decades)
-    return np.array(out).T
+        tvs.append(tv)
+        rates.append(tv / decades)
+    return np.array(tvs).T, np.array(rates).T
 
 
-def freeze_step(steps: list[int], rates: np.ndarray, level: float, min_after: int) -> int | None:
-    """Earliest checkpoint after which every interval's change per decade is below ``level``,
-    provided at least ``min_after`` intervals follow it; None when there is no such checkpoint."""
+def growth_slope(ends: list[int], rates: np.ndarray) -> float:
+    """Least-squares slope of log10(change per decade) against log10(step); 0 for no motion at all."""
+    r = np.asarray(rates, float)
+    if np.all(r <= 1e-12):
+        return 0.0
+    return float(np.polyfit(np.log10(ends), np.log10(np.maximum(r, 1e-12)), 1)[0])
+
+
+def freeze_step(steps: list[int], tv: np.ndarray, rates: np.ndarray, slope_level: float,
+                saturation: float, window: int, entropy=None, entropy_band: float = np.inf) -> int | None:
+    """Earliest checkpoint (step >= 1) from which on every run of ``window`` consecutive intervals
+    (a decade at the default spacing) has a log-log growth slope of the change per decade below
+    ``slope_level``, no interval moves ``saturation`` of the mass or more, and the entropy stays within
+    ``entropy_band`` of its final value; None when there is none with at least one full window after it."""
     n = len(rates)
-    for k in range(n - min_after + 1):
-        if np.all(rates[k:] < level):
+    settled = np.ones(n + 1, bool) if entropy is None else np.array(
+        [np.all(np.abs(np.asarray(entropy[k:]) - entropy[-1]) <= entropy_band) for k in range(n + 1)])
+    ends = steps[1:]
+    local = [growth_slope(ends[j:j + window], rates[j:j + window]) for j in range(n - window + 1)]
+    for k in range(1, n - window + 1):  # interval k runs from steps[k] to steps[k + 1]
+        if settled[k] and np.all(tv[k:] < saturation) and all(sl < slope_level for sl in local[k:]):
             return steps[k]
     return None
 
@@ -273,26 +301,27 @@ def _band(value: float, level: float, margin: float) -> str:
     return UNDECIDED
 
 
-def judge_freeze(steps, rates_first, losses, entropy_first, p: Fig7Protocol) -> dict:
-    """The Fig. 7 criterion for one run, on the first layer: it (a) became sparser, (b) froze, and
-    (c) froze while the validation loss was still falling.
+def judge_freeze(steps, tv_first, rates_first, losses, entropy_first, p: Fig7Protocol) -> dict:
+    """The Fig. 7 criterion for one run, on the first layer: it (a) became sparser, (b) froze in the
+    sense of :class:`Fig7Protocol`, and (c) froze while the validation loss was still falling.
 
     (a) entropy at step 0 minus entropy at the end, against ``sparsify_level`` +- ``sparsify_margin``
         nats: 0.1 nats is about 4% of the entropy of uniform causal attention over 35 positions
-        (2.6 nats), the smallest drop we call "sparser"; the margin is half of it, because the
-        entropy is averaged over a finite validation sample and a few hundred rows can move it by
-        hundredths of a nat.
-    (b) a freeze step exists at the level ``freeze_level * (1 - freeze_margin)`` (holds), none exists
-        even at ``freeze_level * (1 + freeze_margin)`` (fails), else undecided: the change measure of
-        one interval fluctuates by about a fifth of itself between seeds at a fixed step.
-    (c) validation loss at the freeze step (the stricter one when both exist) minus the final loss,
-        against ``loss_fall_level`` +- ``loss_fall_margin`` nats: a drop of 0.02 nats of perplexity
-        log-loss is beyond the few-thousandths scatter of the loss between neighbouring checkpoints.
+        (2.6 nats), the smallest drop we call "sparser"; the margin is half of it, because the entropy
+        is averaged over a finite validation sample.
+    (b) a freeze step exists at slope ``slope_level - slope_margin`` (holds); none exists even at
+        ``slope_level + slope_margin`` (fails); else undecided. The margin (0.15) is about the standard
+        error of a slope fitted to 4 points a quarter decade apart whose values scatter by 10-15%
+        from interval to interval, as the change measure does between neighbouring checkpoints.
+    (c) validation loss at the freeze step (the strict one when both exist) minus the final loss,
+        against ``loss_fall_level`` +- ``loss_fall_margin`` nats: 0.02 nats is beyond the scatter of
+        the validation loss between neighbouring checkpoints late in a run (a few thousandths).
     """
     drop = float(entropy_first[0] - entropy_first[-1])
     v_sparse = _band(drop, p.sparsify_level, p.sparsify_margin)
-    strict = freeze_step(steps, rates_first, p.freeze_level * (1 - p.freeze_margin), p.min_frozen_intervals)
-    loose = freeze_step(steps, rates_first, p.freeze_level * (1 + p.freeze_margin), p.min_frozen_intervals)
+    args = (p.saturation, p.min_frozen_intervals, entropy_first, p.sparsify_level)
+    strict = freeze_step(steps, tv_first, rates_first, p.slope_level - p.slope_margin, *args)
+    loose = freeze_step(steps, tv_first, rates_first, p.slope_level + p.slope_margin, *args)
     v_freeze = HOLDS if strict is not None else FAILS if loose is None else UNDECIDED
     at = strict if strict is not None else loose
     if at is None:
@@ -300,10 +329,14 @@ def judge_freeze(steps, rates_first, losses, entropy_first, p: Fig7Protocol) -> 
     else:
         fall = float(losses[steps.index(at)] - losses[-1])
         v_fall = _band(fall, p.loss_fall_level, p.loss_fall_margin)
+    k = None if at is None else steps.index(at)
     return {
         "entropy_drop": drop, "sparser": v_sparse,
         "freeze_step": at, "freeze_step_strict": strict, "freeze_step_loose": loose, "froze": v_freeze,
-        "val_loss_at_freeze": None if at is None else float(losses[steps.index(at)]),
+        # the slope fitted over all intervals after the freeze step, for the record
+        "growth_slope_after_freeze": None if k is None else growth_slope(steps[k + 1:], rates_first[k:]),
+        "entropy_at_freeze": None if k is None else float(entropy_first[k]),
+        "val_loss_at_freeze": None if k is None else float(losses[k]),
         "val_loss_end": float(losses[-1]), "loss_fall_after_freeze": fall, "loss_still_falling": v_fall,
         "verdict": _combine([v_sparse, v_freeze, v_fall]),
     }
@@ -373,8 +406,8 @@ def run_fig7(protocol: Fig7Protocol = Fig7Protocol(), data_dir=None, workers: in
         steps = [e["step"] for e in ev]
         losses = [e["loss"] for e in ev]
         ent = np.array([e["entropy"] for e in ev]).T  # (layers, checkpoints)
-        rates = change_per_decade([e["probe"] for e in ev], steps)
-        judged = judge_freeze(steps, rates[0], losses, ent[0], p)
+        tv, rates = attention_changes([e["probe"] for e in ev], steps)
+        judged = judge_freeze(steps, tv[0], rates[0], losses, ent[0], p)
         out_runs.append({
             "seed": r["seed"],
             "checkpoints": steps,
@@ -382,6 +415,7 @@ def run_fig7(protocol: Fig7Protocol = Fig7Protocol(), data_dir=None, workers: in
             "entropy": [[round(x, 4) for x in row] for row in ent.tolist()],
             # change per decade of the interval that ENDS at checkpoints[k + 1]
             "change_per_decade": [[round(x, 5) for x in row] for row in rates.tolist()],
+            "change_per_interval": [[round(x, 5) for x in row] for row in tv.tolist()],
             "first_layer": judged,
         })
     return {
@@ -462,8 +496,6 @@ def fig7_figure(result: dict) -> bytes:
             for ax in (ax0, ax1):
                 ax.axvline(max(fs, 1), color="grey", ls=":", lw=1)
     ax0.axhline(result["uniform_attention_entropy"], color="k", ls="--", lw=0.8, label="uniform attention")
-    lvl = result["protocol"]["freeze_level"]
-    ax1.axhline(lvl, color="k", ls="--", lw=0.8, label="freeze level")
     twin = ax0.twinx()
     for r in result["runs"]:
         twin.plot(np.maximum(r["checkpoints"], 1), r["val_loss"], color="tab:red", alpha=0.5, lw=1)
