@@ -99,3 +99,35 @@ def test_batchify_keeps_streams_contiguous():
     assert s.shape == (4, 5) and s[1].tolist() == [5, 6, 7, 8, 9]
     with pytest.raises(wt.CorpusError):
         wt.batchify(np.arange(5), 4)
+
+
+def _cases(tmp_path):
+    dirs = {name: tmp_path / name for name in ("missing", "empty", "none")}
+    for d in dirs.values():
+        d.mkdir()
+    _write(dirs["missing"], {k: v for k, v in GOOD.items() if k != "wiki.valid.raw"})
+    _write(dirs["empty"], dict(GOOD, **{"wiki.test.raw": ""}))
+    return {"missing split": dirs["missing"], "empty split": dirs["empty"], "no files": dirs["none"]}
+
+
+@pytest.mark.parametrize("experiment", ["tian-fig7", "tian-fig10"])
+def test_command_turns_bad_corpus_input_into_exit_2_and_one_line(tmp_path, capsys, experiment):
+    from theory.run.cli import main
+
+    for what, d in _cases(tmp_path).items():
+        rc = main(["reproduce", experiment, "--data", str(d), "--steps", "1"])
+        err = capsys.readouterr().err.strip()
+        assert rc == 2, what
+        assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err, (what, err)
+
+
+def test_command_exit_2_end_to_end(tmp_path):
+    """The same through a real process: status 2, one line on stderr, nothing on stdout."""
+    import subprocess
+    import sys
+
+    d = _cases(tmp_path)["missing split"]
+    r = subprocess.run([sys.executable, "-m", "theory", "reproduce", "tian-fig7", "--data", str(d)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stdout == ""
+    assert len(r.stderr.strip().splitlines()) == 1 and "wiki.valid.raw" in r.stderr
