@@ -103,9 +103,12 @@ def _pytest(tmp_path: Path, test_file: Path, profile: str, local: str, url: str 
 
 
 def _testcases(reports: Path) -> list[dict]:
-    files = sorted((reports).glob("*/observations/*_testcases.jsonl"))
+    """The run's Hypothesis observations, gzipped when the session ended (read as the report reads them)."""
+    from reports.generate import _read_text
+
+    files = sorted(reports.glob("*/observations/*_testcases.jsonl*"))
     assert files, f"no observations under {reports}"
-    return [json.loads(line) for f in files for line in f.read_text().splitlines() if line.strip()]
+    return [json.loads(line) for f in files for line in _read_text(f).splitlines() if line.strip()]
 
 
 def _local_values(folder: Path) -> list:
