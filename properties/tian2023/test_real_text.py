@@ -118,6 +118,10 @@ def test_freeze_judge_is_three_valued():
     assert judge(np.full(n, 0.4), losses=flat)["loss_still_falling"] == rt.FAILS
     # froze without getting sparser: fails
     assert judge(np.full(n, 0.4), ent=[2.5] * (n + 1))["sparser"] == rt.FAILS
+    # settled only in the last decade of the budget: too late for one window, undecided
+    late = [2.5, 2.4, 2.3, 2.2, 2.1, 2.0, 1.9, 1.55, 1.5, 1.5]
+    r = judge(np.full(n, 0.4), ent=late)
+    assert r["froze"] == rt.UNDECIDED and r["settled_too_late_to_judge_from"] == 32, r
 
 
 def test_entropy_vs_lr_judge_is_three_valued():

@@ -27,7 +27,7 @@ import multiprocessing
 import numpy as np
 
 from . import transformer as tf
-from .wikitext import Corpus, CorpusError, batchify, load_corpus
+from .wikitext import Corpus, batchify, load_corpus
 
 HOLDS, FAILS, UNDECIDED = "holds", "fails", "undecided"
 
@@ -310,7 +310,8 @@ def judge_freeze(steps, tv_first, rates_first, losses, entropy_first, p: Fig7Pro
         (2.6 nats), the smallest drop we call "sparser"; the margin is half of it, because the entropy
         is averaged over a finite validation sample.
     (b) a freeze step exists at slope ``slope_level - slope_margin`` (holds); none exists even at
-        ``slope_level + slope_margin`` (fails); else undecided. The margin (0.15) is about the standard
+        ``slope_level + slope_margin`` (fails, unless the layer settled only within the last decade of
+        the budget, too late for one window: undecided); else undecided. The margin (0.15) is about the standard
         error of a slope fitted to 4 points a quarter decade apart whose values scatter by 10-15%
         from interval to interval, as the change measure does between neighbouring checkpoints.
     (c) validation loss at the freeze step (the strict one when both exist) minus the final loss,
@@ -324,8 +325,19 @@ def judge_freeze(steps, tv_first, rates_first, losses, entropy_first, p: Fig7Pro
     loose = freeze_step(steps, tv_first, rates_first, p.slope_level + p.slope_margin, *args)
     v_freeze = HOLDS if strict is not None else FAILS if loose is None else UNDECIDED
     at = strict if strict is not None else loose
+    # Settled (entropy within the band, no saturated interval) only in the last decade: the budget
+    # ended before one window could be observed, which is "not yet known", not "does not freeze".
+    late = None
     if at is None:
-        fall, v_fall = None, FAILS
+        n = len(rates_first)
+        for k in range(1, n):
+            tail = np.abs(np.asarray(entropy_first[k:], float) - entropy_first[-1])
+            if np.all(tail <= p.sparsify_level) and np.all(np.asarray(tv_first[k:]) < p.saturation):
+                if k > n - p.min_frozen_intervals:  # first settled too late for a full window
+                    late, v_freeze = steps[k], UNDECIDED
+                break
+    if at is None:
+        fall, v_fall = None, (UNDECIDED if late is not None else FAILS)
     else:
         fall = float(losses[steps.index(at)] - losses[-1])
         v_fall = _band(fall, p.loss_fall_level, p.loss_fall_margin)
@@ -333,6 +345,7 @@ def judge_freeze(steps, tv_first, rates_first, losses, entropy_first, p: Fig7Pro
     return {
         "entropy_drop": drop, "sparser": v_sparse,
         "freeze_step": at, "freeze_step_strict": strict, "freeze_step_loose": loose, "froze": v_freeze,
+        "settled_too_late_to_judge_from": late,
         # the slope fitted over all intervals after the freeze step, for the record
         "growth_slope_after_freeze": None if k is None else growth_slope(steps[k + 1:], rates_first[k:]),
         "entropy_at_freeze": None if k is None else float(entropy_first[k]),
