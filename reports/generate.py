@@ -159,7 +159,7 @@ def _hypothesis_summary(runs: list[dict]) -> dict | None:
     runs = [r for r in runs if "error" not in r]
     if not runs:
         return None
-    out = {k: sum(r.get(k, 0) for r in runs) for k in ("examples", "invalid", "failing", "shrink_steps",
+    out = {k: sum(r.get(k, 0) for r in runs) for k in ("examples", "invalid", "overrun", "failing", "shrink_steps",
                                                        "shrinks_successful", "event_cases")}
     out["stopped_because"] = "; ".join(dict.fromkeys(r.get("stopped_because", "") for r in runs if r.get("stopped_because")))
     events: dict[str, int] = defaultdict(int)

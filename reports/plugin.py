@@ -392,8 +392,17 @@ def pytest_runtest_call(item):
 
 # Rejections with no reason from the property: a strategy's filter or an ``assume`` inside a strategy.
 REJECTED_DRAW = "rejected draw"
+# Overruns are not examples.  Hypothesis generates by mutating earlier choice sequences and caps each
+# attempt at 5x the simplest completion's length; a draw that needs more choices than the cap (a K = 12
+# problem grown from a K = 2 prefix) is abandoned before any example exists, and the engine draws another.
+# How many are abandoned depends on the engine's mutations, not on the property: measured on
+# test_theorem2_criterion_rejects_planted_targets (ci profile, derandomized), 4 overruns beside 25 judged
+# examples, and 19 after an unrelated edit elsewhere in the code (its strategy has no filter and no
+# assume, so those 19 unnamed rejections could only be overruns); charged to the judged share they took
+# it from 86% to 57%, under its floor of 60%, with no example of the property skipped.  They are counted
+# and shown ("overrun"), never charged to the property's judged share.
 # The floor of every @given property without its own ``judged`` marker: at least half of what Hypothesis
-# generated must have been judged (rejected draws included in the denominator).
+# generated must have been judged (rejected draws included in the denominator, overruns not).
 DEFAULT_JUDGED_FLOOR = 0.5
 NOT_JUDGED = "not judged: "  # properties.judging.NOT_JUDGED (the plugin does not import the test package)
 
@@ -431,7 +440,7 @@ def summarize_statistics(stats: dict) -> dict:
     phases = {}
     events: Counter = Counter()
     not_judged: Counter = Counter()
-    examples = invalid = failing = cases_for_events = 0
+    examples = invalid = overrun = failing = cases_for_events = 0
     runtimes = []
     for phase in ("explicit", "reuse", "generate", "target", "shrink", "explain"):
         d = stats.get(phase + "-phase")
@@ -445,10 +454,11 @@ def summarize_statistics(stats: dict) -> dict:
         if phase in _EXAMPLE_PHASES:
             examples += status["valid"] + status["interesting"]
             invalid += status["invalid"] + status["overrun"]
+            overrun += status["overrun"]
             failing += status["interesting"]
             runtimes += [c.get("runtime", 0.0) for c in cases]
             for c in cases:
-                if c["status"] in ("invalid", "overrun"):
+                if c["status"] == "invalid":
                     why = [e[len(NOT_JUDGED):] for e in c.get("events", ()) if e.startswith(NOT_JUDGED)]
                     not_judged[why[0] if why else REJECTED_DRAW] += 1
         if phase in ("generate", "target"):
@@ -458,7 +468,7 @@ def summarize_statistics(stats: dict) -> dict:
     shrink = stats.get("shrink-phase") or {}
     runtimes.sort()
     return {
-        "examples": examples, "invalid": invalid, "failing": failing,
+        "examples": examples, "invalid": invalid, "overrun": overrun, "failing": failing,
         "shrink_steps": len(shrink.get("test-cases", [])),
         "shrinks_successful": int(shrink.get("shrinks-successful", 0)),
         "stopped_because": stats.get("stopped-because", ""),

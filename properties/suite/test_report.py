@@ -921,3 +921,19 @@ def test_generate_does_not_import_the_plugin():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_overruns_are_counted_apart_from_the_judged_share():
+    """Hypothesis's per-phase statistics: a valid case is judged, an invalid one with a ``not judged:``
+    event is charged to its reason, an invalid one without is a rejected draw, and an overrun (a draw
+    abandoned at the engine's size cap, before any example existed) is counted apart, never charged."""
+    from reports.plugin import REJECTED_DRAW, summarize_statistics
+
+    cases = ([{"status": "valid", "events": []}] * 6
+             + [{"status": "invalid", "events": ["not judged: radius at rounding level"]}] * 2
+             + [{"status": "invalid", "events": []}]
+             + [{"status": "overrun", "events": []}] * 5)
+    s = summarize_statistics({"generate-phase": {"test-cases": cases, "duration-seconds": 1.0}})
+    assert s["judged"] == 6, s
+    assert s["not_judged"] == {"radius at rounding level": 2, REJECTED_DRAW: 1}, s
+    assert s["overrun"] == 5 and s["invalid"] == 8, s

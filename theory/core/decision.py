@@ -81,10 +81,6 @@ class Verdict:
         return self.outcome is Outcome.HOLDS
 
     @property
-    def decided(self) -> bool:
-        return self.outcome in (Outcome.HOLDS, Outcome.FAILS)
-
-    @property
     def failures(self) -> list[str]:
         return [s.why for s in self.statistics if s.zone == REJECT]
 

@@ -239,7 +239,7 @@ def theorem1_statistics(traj, analysis, earlier: Verdict | None = None) -> tuple
     stats = []
 
     # 1. log growth
-    dist = abs(float(np.log(ratio))) if 0 < ratio < float("inf") else float("inf")
+    dist = _growth_distance(ratio)
     converging = prev is not None and dist < 0.5 * _growth_distance(prev["growth_ratio"])
     outside = g1 <= 0 or not (GROWTH_REJECT_LO <= ratio <= GROWTH_REJECT_HI)
     z = zone(ratio, lambda r: g1 > 0 and GROWTH_LO <= r <= GROWTH_HI, lambda r: outside and not converging)
@@ -293,11 +293,6 @@ def theorem1_statistics(traj, analysis, earlier: Verdict | None = None) -> tuple
 
 def _growth_distance(ratio: float) -> float:
     return abs(float(np.log(ratio))) if 0 < ratio < float("inf") else float("inf")
-
-
-def budgets(first: int) -> list[int]:
-    """The budgets of one decision from ``first``: x10 each, up to ``ESCALATE_MAX_STEPS``."""
-    return decision.budget_ladder(first, max(first, ESCALATE_MAX_STEPS))
 
 
 def escalation_steps(steps: int) -> int | None:
