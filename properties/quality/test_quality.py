@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from properties.helpers import describe
 from properties.search import assert_found_within
 from reports.record import record_metrics
-from properties.li2024.test_relaxations import SHAPES, ALL_SHAPES, svm_infeasible, theorem1_fails
+from properties.li2024.test_relaxations import SHAPES, ALL_SHAPES
+from theory.li2024.relaxations import svm_infeasible, theorem1_fails
 from properties.li2024.test_theorem1 import _wrong_direction, initial_weights, run_theorem1, theorem_problems
 from properties.li2024.test_theorem2 import certified_path, reversed_edge_svms
 from theory.li2024.regpath_verdict import direction_verdict, margins_for
