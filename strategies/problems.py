@@ -23,8 +23,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from hypothesis import event
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
 from theory.core.problem import Problem
+
+__all__ = ["EMBEDDINGS", "MAX_CONDITION", "SHAPES", "TRAIN_CONDITION", "DrawnProblem", "QueryStructure", "Structure",
+           "biorthogonal_heads", "drawn_problems", "embeddings", "heldout_contexts", "min_norm_biorthogonal_head",
+           "priority_structures", "problems", "realize", "structures_of", "trainable_problems"]
 
 SHAPES = ("acyclic", "cyclic", "mixed", "svm_zero")
 # In shrinking order: a counterexample that needs non-orthonormal embeddings shrinks to ill_conditioned ones
@@ -33,6 +38,25 @@ SHAPES = ("acyclic", "cyclic", "mixed", "svm_zero")
 # K = 6 and not at K = 2).
 EMBEDDINGS = ("orthonormal", "ill_conditioned", "gaussian", "nearly_collinear")
 MAX_CONDITION = 1e3
+
+
+def _check(ok: bool, message: str) -> None:
+    """A user's option out of range: Hypothesis's own error, raised when the strategy is built."""
+    if not ok:
+        raise InvalidArgument(message)
+
+
+def _check_shapes(shapes, where: str) -> None:
+    if isinstance(shapes, str) or not isinstance(shapes, (list, tuple)):
+        return  # a strategy: its draws are checked in priority_structures
+    unknown = [s for s in shapes if s not in SHAPES]
+    _check(len(shapes) > 0 and not unknown,
+           f"{where}: shapes must be a non-empty list of {SHAPES}, got {list(shapes)!r}")
+
+
+def _check_positive_int(value, name: str, where: str, least: int = 1) -> None:
+    _check(isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= least,
+           f"{where}: {name} must be an integer >= {least}, got {value!r}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -70,7 +94,7 @@ class Structure:
 
 
 @st.composite
-def priority_structures(draw, K=st.integers(2, 12), shapes=st.sampled_from(SHAPES),
+def priority_structures(draw, *, K=st.integers(2, 12), shapes=st.sampled_from(SHAPES),
                         n_queries=st.integers(1, 2), max_block: int = 3, max_label_tokens: int = 3,
                         max_context_tokens: int = 2) -> Structure:
     """Per query token, a DAG of SCC blocks.  ``K``, ``shapes`` and ``n_queries`` are strategies.
@@ -79,6 +103,7 @@ def priority_structures(draw, K=st.integers(2, 12), shapes=st.sampled_from(SHAPE
     blocks; below it hang context-only singletons.
     """
     shape = draw(shapes, label="shape")
+    _check(shape in SHAPES, f"priority_structures(): shapes drew {shape!r}, expected one of {SHAPES}")
     # A cycle and a ⇒ edge need three tokens; drawing K afterwards keeps "cyclic" honest.
     K = max(draw(K, label="K"), 3 if shape == "cyclic" else 2)
     nq = draw(n_queries.map(lambda q: min(q, K)), label="n_queries")
@@ -128,9 +153,11 @@ def priority_structures(draw, K=st.integers(2, 12), shapes=st.sampled_from(SHAPE
 # Realization as samples
 # ------------------------------------------------------------------------------------------------
 @st.composite
-def realize(draw, structure: Structure, max_len: int = 8, max_samples: int = 12, extra_samples=st.integers(0, 3),
+def realize(draw, structure: Structure, *, max_len: int = 8, max_samples: int = 12, extra_samples=st.integers(0, 3),
             padding=st.integers(0, 2)):
     """Samples ``(sequences, labels)`` whose TPGs are exactly ``structure``."""
+    _check_positive_int(max_len, "max_len", "realize()", least=2)  # the query and one other token
+    _check_positive_int(max_samples, "max_samples", "realize()")
     seqs, labels = [], []
 
     def add(q: QueryStructure, y: int, required: list[int]):
@@ -187,7 +214,7 @@ class EmbeddingPlan:
 
 
 @st.composite
-def embedding_plans(draw, d_extra=st.integers(0, 3), kinds=st.sampled_from(EMBEDDINGS),
+def embedding_plans(draw, *, d_extra=st.integers(0, 3), kinds=st.sampled_from(EMBEDDINGS),
                     max_condition: float = MAX_CONDITION) -> EmbeddingPlan:
     """An :class:`EmbeddingPlan`.  :func:`drawn_problems` draws it before the structure, so that shrinking
     the structure (K, the samples) leaves the embedding's choices where they are: a counterexample that
@@ -209,7 +236,7 @@ def embedding_plans(draw, d_extra=st.integers(0, 3), kinds=st.sampled_from(EMBED
 
 
 @st.composite
-def planned_embeddings(draw, plan: EmbeddingPlan, K: int, max_condition: float = MAX_CONDITION) -> np.ndarray:
+def planned_embeddings(draw, plan: EmbeddingPlan, *, K: int, max_condition: float = MAX_CONDITION) -> np.ndarray:
     """The K x (K + ``plan.extra``) embeddings of ``plan`` (see :func:`embeddings` for the kinds)."""
     d, kind = K + plan.extra, plan.kind
     if kind == "orthonormal":
@@ -246,16 +273,16 @@ def planned_embeddings(draw, plan: EmbeddingPlan, K: int, max_condition: float =
 
 
 @st.composite
-def embeddings(draw, K: int, d=None, kinds=st.sampled_from(EMBEDDINGS), max_condition: float = MAX_CONDITION) -> np.ndarray:
+def embeddings(draw, K: int, *, d=None, kinds=st.sampled_from(EMBEDDINGS), max_condition: float = MAX_CONDITION) -> np.ndarray:
     """K x d embeddings of a kind drawn from ``kinds``: ``orthonormal`` (shrinks to [I 0]),
     ``gaussian`` (unit-norm Gaussian rows, as the paper), ``ill_conditioned`` (independent,
     condition number in [min(10, max_condition), max_condition]) or ``nearly_collinear`` (one pair of rows
     nearly parallel, condition number at most ``max_condition``)."""
     d = draw(d if d is not None else st.integers(K, K + 3), label="d")
     if d < K:
-        raise ValueError(f"embeddings(): d={d} < K={K} cannot be independent; use dependent_embeddings")
-    plan = draw(embedding_plans(st.just(d - K), kinds, max_condition), label="plan")
-    return draw(planned_embeddings(plan, K, max_condition), label="E")
+        raise InvalidArgument(f"embeddings(): d={d} < K={K} cannot be independent; use dependent_embeddings")
+    plan = draw(embedding_plans(d_extra=st.just(d - K), kinds=kinds, max_condition=max_condition), label="plan")
+    return draw(planned_embeddings(plan, K=K, max_condition=max_condition), label="E")
 
 
 def min_norm_biorthogonal_head(E: np.ndarray) -> np.ndarray:
@@ -295,19 +322,23 @@ class DrawnProblem:
 
 
 @st.composite
-def drawn_problems(draw, structures=None, embedding_kinds=st.sampled_from(EMBEDDINGS), loss=st.just("log"),
+def drawn_problems(draw, *, structures=None, embedding_kinds=st.sampled_from(EMBEDDINGS), loss=st.just("log"),
                    max_len: int = 8, max_samples: int = 12, heads=True, d_extra=st.integers(0, 3),
                    max_condition: float = MAX_CONDITION) -> DrawnProblem:
     """A problem satisfying Assumptions 1-2 together with the structure it realizes.
 
     ``heads=True`` draws a biorthogonal head (``head`` key of the file); ``False`` leaves the default.
     """
+    _check_positive_int(max_len, "max_len", "drawn_problems()", least=2)
+    _check_positive_int(max_samples, "max_samples", "drawn_problems()")
+    _check(isinstance(max_condition, (int, float)) and max_condition >= 1,
+           f"drawn_problems(): max_condition must be a number >= 1 (a condition number), got {max_condition!r}")
     # The embedding's choices first (see embedding_plans): shrinking the structure then keeps them.
-    plan = draw(embedding_plans(d_extra, embedding_kinds, max_condition), label="embedding_plan")
+    plan = draw(embedding_plans(d_extra=d_extra, kinds=embedding_kinds, max_condition=max_condition), label="embedding_plan")
     structure = draw(structures if structures is not None else priority_structures(), label="structure")
     K = structure.K
     seqs, labels = draw(realize(structure, max_len=max_len, max_samples=max_samples), label="samples")
-    E = draw(planned_embeddings(plan, K, max_condition), label="E")
+    E = draw(planned_embeddings(plan, K=K, max_condition=max_condition), label="E")
     head = draw(biorthogonal_heads(E), label="C") if heads else None
     problem = Problem.create(E, seqs, labels, draw(loss, label="loss"), head)
     event(f"shape={structure.shape}")
@@ -321,9 +352,10 @@ def drawn_problems(draw, structures=None, embedding_kinds=st.sampled_from(EMBEDD
 TRAIN_CONDITION = 3.0
 
 
-def trainable_problems(shapes=("acyclic", "cyclic", "mixed")):
+def trainable_problems(*, shapes=("acyclic", "cyclic", "mixed")):
     """Problems whose GD can be judged on the finite budget of :mod:`theory.li2024.criteria` (W^svm != 0 unless
     ``shapes`` asks for ``svm_zero``)."""
+    _check_shapes(shapes, "trainable_problems()")
     return drawn_problems(structures=structures_of(list(shapes)), max_condition=TRAIN_CONDITION)
 
 
@@ -332,7 +364,9 @@ def problems(**kw):
     return drawn_problems(**kw).map(lambda dp: dp.problem)
 
 
-def structures_of(shapes, K=st.integers(2, 12), n_queries=st.integers(1, 3)):
+def structures_of(shapes, *, K=st.integers(2, 12), n_queries=st.integers(1, 3)):
+    """Priority structures of the given ``shapes`` (a list drawn from ``SHAPES``, or a strategy of them)."""
+    _check_shapes(shapes, "structures_of()")
     return priority_structures(K=K, shapes=st.sampled_from(shapes) if isinstance(shapes, (list, tuple)) else shapes,
                                n_queries=n_queries)
 
@@ -341,7 +375,7 @@ def structures_of(shapes, K=st.integers(2, 12), n_queries=st.integers(1, 3)):
 # Held-out contexts (hard retrieval / soft composition)
 # ------------------------------------------------------------------------------------------------
 @st.composite
-def heldout_contexts(draw, structure: Structure, max_len: int = 8):
+def heldout_contexts(draw, structure: Structure, *, max_len: int = 8):
     """A new sequence drawn from the same priority structure: a top token from a label block, tokens of its
     block and of its DAG descendants, and the query last.  Its top SCC is the one holding the first token."""
     q = draw(st.sampled_from(structure.queries), label="heldout_query")

@@ -19,8 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 from hypothesis import event
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
 from strategies.problems import drawn_problems, structures_of
+
+__all__ = ["RELAXATIONS", "RelaxedCase", "relaxed_cases"]
 
 RELAXATIONS = ("head", "label_absent", "loss", "step", "dependent")
 
@@ -40,9 +43,10 @@ def _base(shapes=("acyclic", "cyclic", "mixed"), kinds=("orthonormal", "gaussian
 
 
 @st.composite
-def relaxed_cases(draw, relaxation: str = "none", shapes=("acyclic", "cyclic", "mixed")) -> RelaxedCase:
+def relaxed_cases(draw, relaxation: str = "none", *, shapes=("acyclic", "cyclic", "mixed")) -> RelaxedCase:
     if relaxation not in RELAXATIONS + ("none",):
-        raise ValueError(f"unknown relaxation {relaxation!r}; expected one of {RELAXATIONS + ('none',)}")
+        raise InvalidArgument(f"relaxed_cases(): unknown relaxation {relaxation!r}; expected one of "
+                              f"{RELAXATIONS + ('none',)}")
     kinds = ("gaussian",) if relaxation == "step" else ("orthonormal", "gaussian")
     p = draw(_base(shapes, kinds), label="problem").problem
     theory = p

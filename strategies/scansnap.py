@@ -12,18 +12,25 @@ from __future__ import annotations
 
 import numpy as np
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
 from theory.tian2023.model import SequenceClasses, make_classes
 
+__all__ = ["probabilities", "sequence_classes", "single_common_classes", "weak_correlation"]
 
-def probabilities(min_value: float = 0.1, max_value: float = 1.0):
+
+def probabilities(*, min_value: float = 0.1, max_value: float = 1.0):
     """Unnormalized contextual-token probabilities on a grid of 1/20 (readable, exactly reproducible)."""
+    if not (isinstance(min_value, (int, float)) and isinstance(max_value, (int, float))
+            and 0.05 <= min_value <= max_value <= 1.0):
+        raise InvalidArgument(f"probabilities(): need 0.05 <= min_value <= max_value <= 1 (a grid of 1/20), "
+                              f"got min_value={min_value!r}, max_value={max_value!r}")
     lo, hi = int(round(min_value * 20)), int(round(max_value * 20))
     return st.integers(lo, hi).map(lambda k: k / 20.0)
 
 
 @st.composite
-def sequence_classes(draw, classes=st.integers(2, 3), queries=st.just(1), distinct=st.integers(1, 3),
+def sequence_classes(draw, *, classes=st.integers(2, 3), queries=st.just(1), distinct=st.integers(1, 3),
                      common=st.integers(0, 2), prob=probabilities(), common_prob=None,
                      common_everywhere=st.booleans(), separated: float | None = None,
                      permute=st.just(False)) -> SequenceClasses:
@@ -76,8 +83,8 @@ def sequence_classes(draw, classes=st.integers(2, 3), queries=st.just(1), distin
     return make_classes(P, query=np.asarray(psi), next_token=np.arange(K))
 
 
-def single_common_classes(classes=st.integers(2, 3), distinct=st.integers(1, 3), prob=probabilities(),
-                          common_prob=probabilities(0.05, 0.5), queries=st.just(1)):
+def single_common_classes(*, classes=st.integers(2, 3), distinct=st.integers(1, 3), prob=probabilities(),
+                          common_prob=probabilities(min_value=0.05, max_value=0.5), queries=st.just(1)):
     """Theorem 2(b)'s layout: exactly one common token (shared by a subset of >= 2 classes)."""
     return sequence_classes(classes=classes, queries=queries, distinct=distinct, common=st.just(1), prob=prob,
                             common_prob=common_prob)

@@ -254,3 +254,53 @@ def test_realize_respects_the_length_cap(s, data):
     assert len(seqs) == len(labels) >= 1
     assert all(2 <= len(q) <= 5 for q in seqs), [len(q) for q in seqs]
 
+
+
+# ------------------------------------------------------------------------------------------------
+# The public API: keyword-only options, validated
+# ------------------------------------------------------------------------------------------------
+BAD_OPTIONS = [
+    ("drawn_problems(max_len=1)", lambda s: s.drawn_problems(max_len=1), "max_len"),
+    ("drawn_problems(max_samples=0)", lambda s: s.drawn_problems(max_samples=0), "max_samples"),
+    ("drawn_problems(max_condition=0.5)", lambda s: s.drawn_problems(max_condition=0.5), "max_condition"),
+    ("structures_of(['tree'])", lambda s: s.structures_of(["tree"]), "shapes"),
+    ("structures_of([])", lambda s: s.structures_of([]), "shapes"),
+    ("priority_structures(shapes=just('tree'))", lambda s: s.priority_structures(shapes=st.just("tree")), "tree"),
+    ("trainable_problems(shapes=('cyclic', 'x'))", lambda s: s.trainable_problems(shapes=("cyclic", "x")), "shapes"),
+    ("relaxed_cases('heads')", lambda s: s.relaxed_cases("heads"), "unknown relaxation"),
+    ("embeddings(3, d=just(2))", lambda s: s.embeddings(3, d=st.just(2)), "d=2 < K=3"),
+    ("probabilities(min_value=0.9, max_value=0.2)", lambda s: s.probabilities(min_value=0.9, max_value=0.2),
+     "min_value"),
+]
+
+
+@pytest.mark.parametrize("call,make,names", BAD_OPTIONS, ids=[b[0] for b in BAD_OPTIONS])
+def test_bad_options_get_one_clear_error(call, make, names):
+    """An option out of range is Hypothesis's ``InvalidArgument`` naming the option, raised when the strategy
+    is built or at its first draw (never a wrong problem or a traceback from deep inside a draw)."""
+    import strategies
+    from hypothesis.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument) as info:
+        find(make(strategies), lambda _: True, settings=settings(database=None, max_examples=5))
+    message = str(info.value)
+    assert names in message and "\n" not in message, f"{call}: expected one line naming {names!r}, got {message!r}"
+
+
+def test_options_after_the_subject_are_keyword_only():
+    """xarray's convention: options are keyword-only, so a positional option is a TypeError at the call."""
+    import inspect
+
+    import strategies
+
+    for name in strategies.__all__:
+        obj = getattr(strategies, name)
+        if not inspect.isfunction(obj) or name in ("min_norm_biorthogonal_head", "weak_correlation", "problems"):
+            continue  # plain functions of one subject, or a pass-through of drawn_problems' keywords
+        params = list(inspect.signature(obj).parameters.values())
+        positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        assert len(positional) <= 1, f"{name}{inspect.signature(obj)}: only the subject may be positional"
+    with pytest.raises(TypeError):
+        strategies.drawn_problems(None)
+    with pytest.raises(TypeError):
+        strategies.structures_of(["cyclic"], st.just(3))
