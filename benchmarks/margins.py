@@ -1,6 +1,7 @@
 """The measured margins of the three-valued verdicts: worst valid value against mildest planted violation.
 
     .venv/bin/python benchmarks/margins.py [RUN_DIR ...]     (default: reports/latest)
+    .venv/bin/python benchmarks/margins.py --properties [RUN_DIR ...]
 
 The properties record, for each statistic a decision's reject zone tests, the value it took on valid runs
 and on planted violations (``properties.judging.margin``: keys ``margin/<statistic>/<valid|planted>`` in
@@ -8,6 +9,10 @@ the report's per-test metrics).  Run it on the report folders of stress runs (th
 steers the valid side toward its edge) and it prints one Markdown row per statistic: how many values of
 each side, the worst valid one (the largest), the mildest planted one (the smallest), the decision's accept
 and reject thresholds, and whether the two sides overlap.  Several run folders are pooled.
+
+``--properties`` prints instead the false-alarm table of a run: per property, its outcome, the examples
+it judged of those generated, how many verdicts ended *undecided* (the not-judged reasons that say so),
+and its other not-judged reasons.
 """
 from __future__ import annotations
 
@@ -66,13 +71,50 @@ def table(values) -> str:
     return "\n".join(rows)
 
 
+def _records(run_dirs):
+    for run in run_dirs:
+        for f in sorted(Path(run, "data").glob("*.jsonl*")):
+            opener = gzip.open if f.suffix == ".gz" else open
+            with opener(f, "rt") as fh:
+                for line in fh:
+                    try:
+                        yield json.loads(line)
+                    except json.JSONDecodeError:
+                        continue
+
+
+def properties_table(run_dirs) -> str:
+    """One row per property of the runs: outcome, judged / generated, undecided, other not-judged reasons."""
+    rows = ["| property | outcome | judged / generated | undecided | not judged otherwise |", "|---|---|---|---|---|"]
+    totals = [0, 0, 0]
+    for rec in sorted(_records(run_dirs), key=lambda r: r.get("nodeid", "")):
+        j = rec.get("judged")
+        if not j:
+            continue
+        reasons = j.get("not_judged") or {}
+        undecided = sum(n for why, n in reasons.items() if "undecided" in why)
+        other = "; ".join(f"{why}: {n}" for why, n in reasons.items() if "undecided" not in why) or "-"
+        rows.append(f"| {rec['nodeid'].split('::', 1)[-1]} | {rec.get('outcome')} | {j['judged']} / {j['generated']} | "
+                    f"{undecided} | {other} |")
+        totals[0] += j["judged"]
+        totals[1] += j["generated"]
+        totals[2] += undecided
+    rows.append(f"| all | | {totals[0]} / {totals[1]} | {totals[2]} | |")
+    return "\n".join(rows)
+
+
 def main(argv=None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    args = list(sys.argv[1:] if argv is None else argv)
+    by_property = "--properties" in args
+    args = [a for a in args if a != "--properties"]
     runs = [Path(a) for a in args] or [REPO / "reports" / "latest"]
     missing = [r for r in runs if not (r / "data").is_dir()]
     if missing:
         print(f"error: no report data in {missing[0]} (expected a reports/<run-id> folder)", file=sys.stderr)
         return 2
+    if by_property:
+        print(properties_table(runs))
+        return 0
     values = collect(runs)
     if not values:
         print("error: no margin records in these runs (run the theorem properties first)", file=sys.stderr)
