@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from reports.record import record_figure, record_metrics
-from theory.tian2023.experiments import syn_medium, syn_medium_figure, syn_small, syn_small_figure
+from theory.tian2023.experiments import PROTOCOLS, syn_medium, syn_medium_figure, syn_small, syn_small_figure
 
 pytestmark = pytest.mark.theorem("Scan and Snap")
 
@@ -49,3 +49,38 @@ def test_syn_medium_reduced():
         assert d > se, f"{q} queries: larger eta_Z not sparser ({d:.3f} <= {se:.3f})"
         d, se = differs(cells[(q, 3.0, 10.0)], cells[(q, 3.0, 1.0)])
         assert d > se, f"{q} queries: larger eta_Y/eta_Z not denser ({d:.3f} <= {se:.3f})"
+
+
+# What Sec. 8 states in words, copied from the paper (not from the code): a vocabulary of 30 tokens, 0-9
+# common to both classes, 10-19 distinct to the first and 20-29 to the second, each block's probabilities
+# increasing with the token id; batch 128.
+PAPER_VOCABULARY, PAPER_COMMON, PAPER_DISTINCT, PAPER_BATCH = 30, range(0, 10), (range(10, 20), range(20, 30)), 128
+
+
+@pytest.mark.parametrize("name", sorted(PROTOCOLS))
+def test_syn_protocol_is_the_papers(name):
+    """The protocol's layout (as built, one query token) is the paper's: the vocabulary, which tokens are common
+    and which distinct to which class, increasing probabilities; and its batch."""
+    pr = PROTOCOLS[name]
+    cl = pr.layout(1)
+    assert cl.M == PAPER_VOCABULARY and cl.K == 2, f"{name}: {cl.K} classes over {cl.M} tokens"
+    assert list(cl.common_tokens) == list(PAPER_COMMON), f"{name}: common tokens {list(cl.common_tokens)}"
+    for n, block in enumerate(PAPER_DISTINCT):
+        d = list(cl.distinct_tokens(n))
+        assert sorted(d) == list(block), f"{name}: class {n}'s distinct tokens {d}, the paper's {list(block)}"
+        assert np.all(np.diff(cl.P[n, list(block)]) > 0), f"{name}: class {n}'s probabilities do not increase"
+    assert pr.batch == PAPER_BATCH
+
+
+@pytest.mark.parametrize("run", ["syn-small", "syn-medium"])
+def test_syn_runs_print_the_protocol_they_ran(run):
+    """The JSON carries the protocol, and its numbers are the ones the run used (steps, rates, layouts)."""
+    pr = PROTOCOLS[run]
+    if run == "syn-small":
+        res = syn_small(argparse.Namespace(seeds=1, seed=0), steps=20)
+        assert [(r["eta_y"], r["eta_z"]) for r in res["runs"]] == [tuple(x) for x in pr.rates]
+        assert len(res["runs"][0]["classes"][0]["distinct_tokens"]) == pr.n_distinct
+    else:
+        res = syn_medium(argparse.Namespace(seeds=1, seed=0), steps=2, queries=(1,))
+        assert sorted((c["eta_z"] * c["ratio"], c["eta_z"]) for c in res["cells"]) == sorted(tuple(x) for x in pr.rates)
+    assert res["protocol"] == pr.as_dict()

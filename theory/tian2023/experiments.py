@@ -19,19 +19,67 @@ from __future__ import annotations
 
 import io
 import time
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from theory.tian2023.model import ScanSnapError, c_limit, distinct_entropy, syn_layout, train_sgd
 
-SMALL_STEPS = 1000
-SMALL_RATES = ((1.0, 1.0), (10.0, 1.0))          # (eta_Y, eta_Z)
-MEDIUM_QUERIES = (1, 3, 5, 10)
-MEDIUM_ETA_Z = (0.5, 1.0, 2.0, 3.0)
-MEDIUM_RATIO = (1.0, 2.0, 5.0, 10.0)            # eta_Y / eta_Z
-MEDIUM_STEPS = 100
-INIT_SCALE = 0.1
-MOMENTUM, BATCH, SEQ_LEN = 0.9, 128, 128
+__all__ = ["PROTOCOLS", "SynProtocol", "syn_medium", "syn_medium_figure", "syn_small", "syn_small_figure"]
+
+
+@dataclass(frozen=True)
+class SynProtocol:
+    """A synthetic experiment of Sec. 8 as data, printed in its JSON and pinned by a test.
+
+    ``layout``: :func:`theory.tian2023.model.syn_layout`'s arguments per number of query tokens (``queries``
+    lists the counts run); ``rates``: the ``(eta_Y, eta_Z)`` pairs; ``init``: ``"zero"`` or ``"gaussian"``
+    (every entry of ``Y(0)``, ``Z(0)`` i.i.d. ``N(0, init_scale^2)``); the SGD's ``momentum``, ``batch`` and
+    sequence length ``T`` (contextual tokens + the query); ``source``: where each number comes from."""
+
+    source: str
+    queries: tuple
+    per_query: int
+    n_common: int
+    n_distinct: int
+    distinct_range: tuple
+    rates: tuple
+    steps: int
+    init: str
+    init_scale: float
+    momentum: float
+    batch: int
+    T: int
+
+    def layout(self, n_queries: int):
+        lo, hi = self.distinct_range
+        return syn_layout(n_queries, self.per_query, self.n_common, self.n_distinct, distinct_low=lo, distinct_high=hi)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+_SOURCE = ("Tian et al. 2023, Sec. 8: vocabulary 30 (tokens 0-9 common, 10-19 and 20-29 distinct per class, "
+           "increasing probabilities), SGD with momentum, batch 128; the rest documented in this module")
+PROTOCOLS = {
+    "syn-small": SynProtocol(_SOURCE, queries=(1,), per_query=2, n_common=10, n_distinct=10,
+                             distinct_range=(0.1, 1.0), rates=((1.0, 1.0), (10.0, 1.0)), steps=1000, init="zero",
+                             init_scale=0.0, momentum=0.9, batch=128, T=128),
+    "syn-medium": SynProtocol(_SOURCE, queries=(1, 3, 5, 10), per_query=2, n_common=10, n_distinct=10,
+                              distinct_range=(0.1, 1.0),
+                              rates=tuple((ez * r, ez) for ez in (0.5, 1.0, 2.0, 3.0) for r in (1.0, 2.0, 5.0, 10.0)),
+                              steps=100, init="gaussian", init_scale=0.1, momentum=0.9, batch=128, T=128),
+}
+# The names other modules use (the recall experiment shares Syn-Medium's protocol).
+_SMALL, _MEDIUM = PROTOCOLS["syn-small"], PROTOCOLS["syn-medium"]
+SMALL_STEPS = _SMALL.steps
+SMALL_RATES = _SMALL.rates                      # (eta_Y, eta_Z)
+MEDIUM_QUERIES = _MEDIUM.queries
+MEDIUM_ETA_Z = tuple(dict.fromkeys(ez for _, ez in _MEDIUM.rates))
+MEDIUM_RATIO = tuple(dict.fromkeys(ey / ez for ey, ez in _MEDIUM.rates))  # eta_Y / eta_Z
+MEDIUM_STEPS = _MEDIUM.steps
+INIT_SCALE = _MEDIUM.init_scale
+MOMENTUM, BATCH, SEQ_LEN = _MEDIUM.momentum, _MEDIUM.batch, _MEDIUM.T
 
 
 def _int_arg(args, name, default, lo):
@@ -48,14 +96,15 @@ def syn_small(args, *, steps: int = SMALL_STEPS, T: int = SEQ_LEN, batch: int = 
     (in order of increasing probability) and the mass left on the common tokens (mean over seeds)."""
     seeds = _int_arg(args, "seeds", 1, 1)
     base = _int_arg(args, "seed", 0, 0)
-    classes = syn_layout(1, 2, 10, 10)
+    classes = _SMALL.layout(_SMALL.queries[0])
     t0 = time.perf_counter()
     runs = []
-    for eta_y, eta_z in SMALL_RATES:
+    for eta_y, eta_z in _SMALL.rates:
         finals, history = [], []
         for s in range(seeds):
             res = train_sgd(classes, steps=steps, eta_y=eta_y, eta_z=eta_z, batch=batch, T=T,
-                            momentum=MOMENTUM, init_scale=0.0, seed=base + s, record_every=max(1, steps // 50))
+                            momentum=_SMALL.momentum, init_scale=_SMALL.init_scale, seed=base + s,
+                            record_every=max(1, steps // 50))
             finals.append(c_limit(res.Z[0], classes))
             history.append(np.array([c_limit(z[0], classes) for z in res.Z_hist]))
         C = np.mean(finals, axis=0)
@@ -69,8 +118,8 @@ def syn_small(args, *, steps: int = SMALL_STEPS, T: int = SEQ_LEN, batch: int = 
                               "distinct_entropy": round(distinct_entropy(C[n], classes, n), 5)})
         runs.append({"eta_y": eta_y, "eta_z": eta_z, "classes": per_class,
                      "_history": {"steps": res.steps.tolist(), "c": H.tolist()}})
-    return {"experiment": "syn-small", "seeds": seeds, "seed": base, "steps": steps, "T": T, "batch": batch,
-            "momentum": MOMENTUM, "runs": runs, "runtime_s": round(time.perf_counter() - t0, 2)}
+    return {"experiment": "syn-small", "protocol": _SMALL.as_dict(), "seeds": seeds, "seed": base, "steps": steps,
+            "T": T, "batch": batch, "momentum": _SMALL.momentum, "runs": runs, "runtime_s": round(time.perf_counter() - t0, 2)}
 
 
 def syn_medium(args, *, steps: int = MEDIUM_STEPS, T: int = SEQ_LEN, batch: int = BATCH,
@@ -86,24 +135,24 @@ def syn_medium(args, *, steps: int = MEDIUM_STEPS, T: int = SEQ_LEN, batch: int 
     t0 = time.perf_counter()
     cells = []
     for q in queries:
-        classes = syn_layout(q, 2, 10, 10)
+        classes = _MEDIUM.layout(q)
         ent = np.zeros((seeds, len(grid)))
         for s in range(seeds):
-            res = train_sgd(classes, steps=steps, eta_y=eta_y, eta_z=eta_z, batch=batch, T=T, momentum=MOMENTUM,
-                            init_scale=INIT_SCALE, seed=base + 1000 * q + s)
+            res = train_sgd(classes, steps=steps, eta_y=eta_y, eta_z=eta_z, batch=batch, T=T,
+                            momentum=_MEDIUM.momentum, init_scale=_MEDIUM.init_scale, seed=base + 1000 * q + s)
             for j in range(len(grid)):
                 C = c_limit(res.Z[j], classes)
                 ent[s, j] = np.mean([distinct_entropy(C[n], classes, n) for n in range(classes.K)])
         for j, (ez, r) in enumerate(grid):
             cells.append({"queries": q, "eta_z": ez, "ratio": r, "mean": round(float(ent[:, j].mean()), 5),
                           "std": round(float(ent[:, j].std()), 5)})
-    return {"experiment": "syn-medium", "seeds": seeds, "seed": base, "steps": steps,
+    return {"experiment": "syn-medium", "protocol": _MEDIUM.as_dict(), "seeds": seeds, "seed": base, "steps": steps,
             "uniform_entropy": round(float(_uniform_entropy()), 5), "cells": cells,
             "runtime_s": round(time.perf_counter() - t0, 2)}
 
 
 def _uniform_entropy() -> float:
-    p = np.linspace(0.1, 1, 10)
+    p = np.linspace(*_MEDIUM.distinct_range, _MEDIUM.n_distinct)
     p = p / p.sum()
     return float(-(p * np.log(p)).sum())
 
