@@ -431,7 +431,7 @@ def test_valid_slow_transients_are_never_failed(name, W0):
     record_metrics(outcome=v.outcome.value, budgets=len(v.history), direction_trend=v.measures["direction_trend"])
     record_margins(v, "valid", only=("direction",))
     assert v.outcome is not criteria.Outcome.FAILS, f"a valid run was failed: {v}"
-    assert v.budget == criteria.ESCALATE_MAX_STEPS or v.passed, v
+    assert v.budget == criteria.budgets(traj.final.step)[-1] or v.passed, v
     wrong = replace(an, svm=replace(an.svm, W=an.svm.norm * _wrong_direction(an, 35.0, 0)))
     v = criteria.theorem1_decide(traj, wrong, extender(p, an, recorded=longer))[0]
     assert v.outcome is criteria.Outcome.FAILS, str(v)

@@ -28,6 +28,7 @@ is therefore decided by one procedure:
 from __future__ import annotations
 
 import enum
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -149,11 +150,17 @@ def combine(statistics: Sequence[Statistic], earlier: Verdict | None) -> Outcome
 
 
 def budget_ladder(first: int, maximum: int) -> list[int]:
-    """``first, 10 first, 100 first, ...`` up to ``maximum`` (at least ``[first]``)."""
-    out = [int(first)]
-    while out[-1] * ESCALATION <= maximum:
-        out.append(out[-1] * ESCALATION)
-    return out
+    """``first, 10 first, 100 first, ...`` up to the one nearest ``maximum`` on a log scale (at least ``[first]``;
+    the last is within a factor ``sqrt(ESCALATION)`` of ``maximum``).
+
+    Nearest, not "at most": a claim's power must not depend on where inside a decade its first budget
+    falls.  With "at most", a first budget of 1.02e5 under a maximum of 1e7 stopped at 1.02e6, one
+    escalation short of a first budget of 1.00e5, and a violation visible from the second budget on could
+    only be confirmed at a third: the deep run (seed 2734502900) left a W^fin planted 0.2 off undecided
+    (its error 0.2025, 0.2002 at 1.02e5, 1.02e6 steps; the first budget still in the window of the run's
+    own transient) which the third budget, 1.02e7, rejects (0.2000, confirmed)."""
+    decades = max(0, int(math.floor(math.log(maximum / first, ESCALATION) + 0.5))) if maximum > first else 0
+    return [int(first) * ESCALATION**k for k in range(decades + 1)]
 
 
 def sequential(judge: Callable[[object, Verdict | None], list[Statistic] | tuple[list[Statistic], dict]],

@@ -104,7 +104,8 @@ DECADES = 4  # budget: τ >= 10^DECADES τ₀
 # At least 10^5 steps: the stress profile found valid runs still accelerating at 2·10^4 steps although
 # 10^4 τ₀ was smaller (transients τ₀ does not see, e.g. the finite part's own convergence).
 MIN_STEPS, MAX_STEPS = 100_000, 1_000_000
-# The budgets of one decision: the first (run_budget), then ESCALATION x it up to ESCALATE_MAX_STEPS.
+# The budgets of one decision: the first (run_budget), then ESCALATION x it up to the one nearest
+# ESCALATE_MAX_STEPS (budgets()).
 ESCALATION = decision.ESCALATION
 ESCALATE_MAX_STEPS = 10_000_000
 
@@ -295,10 +296,16 @@ def _growth_distance(ratio: float) -> float:
     return abs(float(np.log(ratio))) if 0 < ratio < float("inf") else float("inf")
 
 
+def budgets(first: int, max_steps: int = ESCALATE_MAX_STEPS) -> list[int]:
+    """The budgets of one decision from ``first``: x10 each, up to the one nearest ``max_steps``
+    (:func:`theory.core.decision.budget_ladder`)."""
+    return decision.budget_ladder(first, max(first, max_steps))
+
+
 def escalation_steps(steps: int) -> int | None:
-    """The next budget after ``steps``, or None past ``ESCALATE_MAX_STEPS``."""
-    longer = steps * ESCALATION
-    return longer if longer <= ESCALATE_MAX_STEPS else None
+    """The next budget after ``steps``, or None when ``steps`` is already the last one."""
+    ladder = budgets(steps)
+    return ladder[1] if len(ladder) > 1 else None
 
 
 def theorem1_decide(traj, analysis, extend, max_steps: int = ESCALATE_MAX_STEPS) -> tuple[Verdict, object]:
@@ -312,7 +319,7 @@ def theorem1_decide(traj, analysis, extend, max_steps: int = ESCALATE_MAX_STEPS)
     planted violation lands in a reject zone at two budgets: a finite limit drives ``g₁/g₀`` to 0,
     polynomial growth keeps it at ``10^p``, a wrong direction has γ = 1, a wrong W^fin stalls its error."""
     return decision.sequential(lambda run, earlier: theorem1_statistics(run, analysis, earlier),
-                               decision.budget_ladder(traj.final.step, max(traj.final.step, max_steps)),
+                               budgets(traj.final.step, max_steps),
                                traj, extend)
 
 
@@ -393,5 +400,5 @@ def finite_convergence_decide(traj, extend, max_steps: int = ESCALATE_MAX_STEPS)
     fallen from 0.033 to 1.4e-10.  Logarithmic growth (the violation) moves by the same amount every decade
     at every budget, so it is rejected at two budgets (calibrated in ``test_criterion_rejects_a_stalled_run``)."""
     return decision.sequential(finite_convergence_statistics,
-                               decision.budget_ladder(traj.final.step, max(traj.final.step, max_steps)),
+                               budgets(traj.final.step, max_steps),
                                traj, extend)
