@@ -191,6 +191,8 @@ def direction_trend(earlier: dict, later: dict) -> float:
     l1, l2 = earlier["log_time"], later["log_time"]
     if not (p1 > 0 and p2 < float("inf")) or l2 <= l1:
         return float("inf") if p2 > p1 else 0.0
+    if p2 == 0:  # the increment lies exactly on W^svm: the rate fell to 0, as fast as a trend can fall
+        return float("-inf")
     return float(np.log(p2 / p1) / np.log(l2 / l1))
 
 
