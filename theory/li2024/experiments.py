@@ -219,11 +219,21 @@ def li_local(args) -> dict:
     out["no_finite_minimizer"] = {key: int(sum(bool(r.get(f"finite_absent_{key}")) for r in runs))
                                   for key in ("true", "pseudo")}
     out["curves"] = {"tau": cps.tolist(),
-                     "true_mean": np.nanmean(ct, axis=0).tolist(), "true_std": np.nanstd(ct, axis=0).tolist(),
-                     "pseudo_mean": np.nanmean(cp, axis=0).tolist(), "pseudo_std": np.nanstd(cp, axis=0).tolist(),
+                     "true_mean": _column_mean(ct), "true_std": _column_std(ct),
+                     "pseudo_mean": _column_mean(cp), "pseudo_std": _column_std(cp),
                      "normdiff_true_mean": np.mean([r["normdiff_paper_true"] for r in runs], axis=0).tolist(),
                      "normdiff_pseudo_mean": np.mean([r["normdiff_paper_pseudo"] for r in runs], axis=0).tolist()}
     return out
+
+
+def _column_mean(a) -> list:
+    """Per checkpoint, the mean over the trials that define the value there; None where none does (the
+    pseudo-TPG's correlation before any trial has selected tokens), not numpy's NaN and its warning."""
+    return [float(np.nanmean(c)) if np.isfinite(c).any() else None for c in np.asarray(a, float).T]
+
+
+def _column_std(a) -> list:
+    return [float(np.nanstd(c)) if np.isfinite(c).any() else None for c in np.asarray(a, float).T]
 
 
 def li_local_figure(result: dict) -> bytes:
@@ -238,7 +248,7 @@ def li_local_figure(result: dict) -> bytes:
     tau = np.asarray(c["tau"])
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.6))
     for key, label, color in (("true", "true TPG", "tab:blue"), ("pseudo", "pseudo TPG", "tab:red")):
-        m, sd = np.asarray(c[f"{key}_mean"]), np.asarray(c[f"{key}_std"])
+        m, sd = np.asarray(c[f"{key}_mean"], dtype=float), np.asarray(c[f"{key}_std"], dtype=float)  # None: NaN
         ax.plot(tau, m, color=color, label=f"corr(W, W^svm) {label}: {m[-1]:.3f}")
         ax.fill_between(tau, m - sd, np.minimum(m + sd, 1.0), color=color, alpha=0.2)
         bx.plot(tau, c[f"normdiff_{key}_mean"], color=color, label=label)
@@ -247,7 +257,8 @@ def li_local_figure(result: dict) -> bytes:
                  f"(n={st['n']}, T={st['T']}, K={st['K']}, d={st['d']})", fontsize=9)
     ax.set_xlabel("iteration τ")
     ax.set_ylabel("correlation")
-    ax.set_ylim(min(0.0, float(np.nanmin(np.asarray(c['true_mean']) - np.asarray(c['true_std'])))), 1.02)
+    ax.set_ylim(min(0.0, float(np.nanmin(np.asarray(c['true_mean'], dtype=float)
+                                           - np.asarray(c['true_std'], dtype=float)))), 1.02)
     ax.legend(fontsize=8, loc="lower right")
     bx.set_title("||Π_Sfin W(τ) - W^fin(τ)|| (W^fin by GD on the reduced dataset)", fontsize=9)
     bx.set_xlabel("iteration τ")
