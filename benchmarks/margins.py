@@ -38,22 +38,27 @@ def thresholds() -> dict[str, tuple[str, str]]:
     }
 
 
-def collect(run_dirs) -> dict[str, dict[str, list[float]]]:
-    values: dict = defaultdict(lambda: defaultdict(list))
+def _records(run_dirs):
+    """Every per-test record of the runs' report data (gzipped or not)."""
     for run in run_dirs:
         for f in sorted(Path(run, "data").glob("*.jsonl*")):
             opener = gzip.open if f.suffix == ".gz" else open
             with opener(f, "rt") as fh:
                 for line in fh:
                     try:
-                        rec = json.loads(line)
+                        yield json.loads(line)
                     except json.JSONDecodeError:
                         continue  # a line cut short by a killed worker
-                    for entry in rec.get("records", {}).get("metrics", []):
-                        for key, v in entry.items():
-                            if key.startswith("margin/") and isinstance(v, (int, float)):
-                                _, stat, side = key.split("/")
-                                values[stat][side].append(float(v))
+
+
+def collect(run_dirs) -> dict[str, dict[str, list[float]]]:
+    values: dict = defaultdict(lambda: defaultdict(list))
+    for rec in _records(run_dirs):
+        for entry in rec.get("records", {}).get("metrics", []):
+            for key, v in entry.items():
+                if key.startswith("margin/") and isinstance(v, (int, float)):
+                    _, stat, side = key.split("/")
+                    values[stat][side].append(float(v))
     return values
 
 
@@ -69,18 +74,6 @@ def table(values) -> str:
         acc, rej = th.get(stat, ("?", "?"))
         rows.append(f"| {stat} | {len(v)} | {worst:.4g} | {len(p)} | {mild:.4g} | {acc} | {rej} | {apart} |")
     return "\n".join(rows)
-
-
-def _records(run_dirs):
-    for run in run_dirs:
-        for f in sorted(Path(run, "data").glob("*.jsonl*")):
-            opener = gzip.open if f.suffix == ".gz" else open
-            with opener(f, "rt") as fh:
-                for line in fh:
-                    try:
-                        yield json.loads(line)
-                    except json.JSONDecodeError:
-                        continue
 
 
 def properties_table(run_dirs) -> str:
