@@ -41,7 +41,8 @@ MAX_CONDITION = 1e3
 
 
 def _check(ok: bool, message: str) -> None:
-    """A user's option out of range: Hypothesis's own error, raised when the strategy is built."""
+    """A user's option out of range: Hypothesis's own error, raised when a plain strategy function is called
+    or at a composite strategy's first draw (its body runs only then)."""
     if not ok:
         raise InvalidArgument(message)
 

@@ -219,21 +219,17 @@ def li_local(args) -> dict:
     out["no_finite_minimizer"] = {key: int(sum(bool(r.get(f"finite_absent_{key}")) for r in runs))
                                   for key in ("true", "pseudo")}
     out["curves"] = {"tau": cps.tolist(),
-                     "true_mean": _column_mean(ct), "true_std": _column_std(ct),
-                     "pseudo_mean": _column_mean(cp), "pseudo_std": _column_std(cp),
+                     "true_mean": _by_checkpoint(ct, np.nanmean), "true_std": _by_checkpoint(ct, np.nanstd),
+                     "pseudo_mean": _by_checkpoint(cp, np.nanmean), "pseudo_std": _by_checkpoint(cp, np.nanstd),
                      "normdiff_true_mean": np.mean([r["normdiff_paper_true"] for r in runs], axis=0).tolist(),
                      "normdiff_pseudo_mean": np.mean([r["normdiff_paper_pseudo"] for r in runs], axis=0).tolist()}
     return out
 
 
-def _column_mean(a) -> list:
-    """Per checkpoint, the mean over the trials that define the value there; None where none does (the
+def _by_checkpoint(a, statistic) -> list:
+    """Per checkpoint, ``statistic`` over the trials that define the value there; None where none does (the
     pseudo-TPG's correlation before any trial has selected tokens), not numpy's NaN and its warning."""
-    return [float(np.nanmean(c)) if np.isfinite(c).any() else None for c in np.asarray(a, float).T]
-
-
-def _column_std(a) -> list:
-    return [float(np.nanstd(c)) if np.isfinite(c).any() else None for c in np.asarray(a, float).T]
+    return [float(statistic(c)) if np.isfinite(c).any() else None for c in np.asarray(a, float).T]
 
 
 def li_local_figure(result: dict) -> bytes:
