@@ -10,6 +10,7 @@ The figures are attached to the report.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.theorem("Scan and Snap")
 
 
 def test_syn_small_reduced():
-    res = syn_small(argparse.Namespace(seeds=1, seed=0), steps=200)
+    res = syn_small(argparse.Namespace(seeds=1, seed=0), protocol=replace(PROTOCOLS["syn-small"], steps=200))
     record_figure("syn-small (200 steps)", syn_small_figure(res))
     ent = {}
     for run in res["runs"]:
@@ -36,7 +37,9 @@ def test_syn_small_reduced():
 
 
 def test_syn_medium_reduced():
-    res = syn_medium(argparse.Namespace(seeds=3, seed=0), queries=(1, 3), eta_zs=(0.5, 3.0), ratios=(1.0, 10.0))
+    reduced = replace(PROTOCOLS["syn-medium"], queries=(1, 3),
+                      rates=tuple((ez * r, ez) for ez in (0.5, 3.0) for r in (1.0, 10.0)))
+    res = syn_medium(argparse.Namespace(seeds=3, seed=0), protocol=reduced)
     record_figure("syn-medium (reduced grid, 3 seeds)", syn_medium_figure(res))
     cells = {(c["queries"], c["eta_z"], c["ratio"]): c for c in res["cells"]}
     n = res["seeds"]
@@ -74,13 +77,17 @@ def test_syn_protocol_is_the_papers(name):
 
 @pytest.mark.parametrize("run", ["syn-small", "syn-medium"])
 def test_syn_runs_print_the_protocol_they_ran(run):
-    """The JSON carries the protocol, and its numbers are the ones the run used (steps, rates, layouts)."""
-    pr = PROTOCOLS[run]
+    """The JSON carries the protocol the run used, a reduced one included: its steps, rates and layouts are
+    the ones trained (a run that printed the paper's protocol while training a reduced one would fail)."""
     if run == "syn-small":
-        res = syn_small(argparse.Namespace(seeds=1, seed=0), steps=20)
+        pr = replace(PROTOCOLS[run], steps=20)
+        res = syn_small(argparse.Namespace(seeds=1, seed=0), protocol=pr)
         assert [(r["eta_y"], r["eta_z"]) for r in res["runs"]] == [tuple(x) for x in pr.rates]
         assert len(res["runs"][0]["classes"][0]["distinct_tokens"]) == pr.n_distinct
+        assert res["runs"][0]["_history"]["steps"][-1] == pr.steps
     else:
-        res = syn_medium(argparse.Namespace(seeds=1, seed=0), steps=2, queries=(1,))
+        pr = replace(PROTOCOLS[run], steps=2, queries=(1,))
+        res = syn_medium(argparse.Namespace(seeds=1, seed=0), protocol=pr)
         assert sorted((c["eta_z"] * c["ratio"], c["eta_z"]) for c in res["cells"]) == sorted(tuple(x) for x in pr.rates)
-    assert res["protocol"] == pr.as_dict()
+        assert {c["queries"] for c in res["cells"]} == set(pr.queries)
+    assert res["protocol"] == pr.as_dict() and res["steps"] == pr.steps

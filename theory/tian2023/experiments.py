@@ -7,7 +7,7 @@ class with unnormalized probabilities ``linspace(0.1, 1, 10)``).
 
 Choices the paper leaves open (documented here, used by both):
 
-* Syn-Small runs ``SMALL_STEPS`` iterations ("until convergence": the attention is frozen long before) from
+* Syn-Small runs its protocol's ``steps`` (1000) iterations ("until convergence": the attention is frozen long before) from
   ``Y = Z = 0``, one query token, two classes; several seeds are averaged when ``--seeds`` is given.
 * Syn-Medium's "random init" draws every entry of ``Y(0)`` and ``Z(0)`` i.i.d. ``N(0, INIT_SCALE^2)``; its
   common tokens are shared by all classes; the 16 learning-rate cells of one seed see the same data stream
@@ -70,10 +70,8 @@ PROTOCOLS = {
                               rates=tuple((ez * r, ez) for ez in (0.5, 1.0, 2.0, 3.0) for r in (1.0, 2.0, 5.0, 10.0)),
                               steps=100, init="gaussian", init_scale=0.1, momentum=0.9, batch=128, T=128),
 }
-# The names other modules use (the recall experiment shares Syn-Medium's protocol).
-_SMALL, _MEDIUM = PROTOCOLS["syn-small"], PROTOCOLS["syn-medium"]
-SMALL_STEPS = _SMALL.steps
-SMALL_RATES = _SMALL.rates                      # (eta_Y, eta_Z)
+# The names the recall experiment uses: it shares Syn-Medium's protocol.
+_MEDIUM = PROTOCOLS["syn-medium"]
 MEDIUM_QUERIES = _MEDIUM.queries
 MEDIUM_ETA_Z = tuple(dict.fromkeys(ez for _, ez in _MEDIUM.rates))
 MEDIUM_RATIO = tuple(dict.fromkeys(ey / ez for ey, ez in _MEDIUM.rates))  # eta_Y / eta_Z
@@ -91,19 +89,22 @@ def _int_arg(args, name, default, lo):
     return int(v)
 
 
-def syn_small(args, *, steps: int = SMALL_STEPS, T: int = SEQ_LEN, batch: int = BATCH) -> dict:
+def syn_small(args, *, protocol: SynProtocol = PROTOCOLS["syn-small"]) -> dict:
     """Syn-Small: per class and learning-rate pair, the final attention ``c_n`` on the class's distinct tokens
-    (in order of increasing probability) and the mass left on the common tokens (mean over seeds)."""
+    (in order of increasing probability) and the mass left on the common tokens (mean over seeds).  A reduced
+    run passes its own ``protocol`` (``dataclasses.replace`` of the paper's), and the JSON prints that one."""
     seeds = _int_arg(args, "seeds", 1, 1)
     base = _int_arg(args, "seed", 0, 0)
-    classes = _SMALL.layout(_SMALL.queries[0])
+    pr = protocol
+    steps = pr.steps
+    classes = pr.layout(pr.queries[0])
     t0 = time.perf_counter()
     runs = []
-    for eta_y, eta_z in _SMALL.rates:
+    for eta_y, eta_z in pr.rates:
         finals, history = [], []
         for s in range(seeds):
-            res = train_sgd(classes, steps=steps, eta_y=eta_y, eta_z=eta_z, batch=batch, T=T,
-                            momentum=_SMALL.momentum, init_scale=_SMALL.init_scale, seed=base + s,
+            res = train_sgd(classes, steps=steps, eta_y=eta_y, eta_z=eta_z, batch=pr.batch, T=pr.T,
+                            momentum=pr.momentum, init_scale=pr.init_scale, seed=base + s,
                             record_every=max(1, steps // 50))
             finals.append(c_limit(res.Z[0], classes))
             history.append(np.array([c_limit(z[0], classes) for z in res.Z_hist]))
@@ -118,41 +119,42 @@ def syn_small(args, *, steps: int = SMALL_STEPS, T: int = SEQ_LEN, batch: int = 
                               "distinct_entropy": round(distinct_entropy(C[n], classes, n), 5)})
         runs.append({"eta_y": eta_y, "eta_z": eta_z, "classes": per_class,
                      "_history": {"steps": res.steps.tolist(), "c": H.tolist()}})
-    return {"experiment": "syn-small", "protocol": _SMALL.as_dict(), "seeds": seeds, "seed": base, "steps": steps,
-            "T": T, "batch": batch, "momentum": _SMALL.momentum, "runs": runs, "runtime_s": round(time.perf_counter() - t0, 2)}
+    return {"experiment": "syn-small", "protocol": pr.as_dict(), "seeds": seeds, "seed": base, "steps": steps,
+            "T": pr.T, "batch": pr.batch, "momentum": pr.momentum, "runs": runs, "runtime_s": round(time.perf_counter() - t0, 2)}
 
 
-def syn_medium(args, *, steps: int = MEDIUM_STEPS, T: int = SEQ_LEN, batch: int = BATCH,
-               queries=MEDIUM_QUERIES, eta_zs=MEDIUM_ETA_Z, ratios=MEDIUM_RATIO) -> dict:
+def syn_medium(args, *, protocol: SynProtocol = PROTOCOLS["syn-medium"]) -> dict:
     """Syn-Medium: for each number of query tokens and each ``(eta_Z, eta_Y/eta_Z)`` cell, mean and std over
     seeds of the entropy (nats) of the final ``c_n`` restricted to class ``n``'s distinct tokens, renormalized
-    and averaged over ``n``."""
+    and averaged over ``n``.  A reduced run passes its own ``protocol``, and the JSON prints that one."""
+    pr = protocol
+    steps = pr.steps
     seeds = _int_arg(args, "seeds", 10, 1)
     base = _int_arg(args, "seed", 0, 0)
-    grid = [(ez, r) for ez in eta_zs for r in ratios]
-    eta_z = np.array([ez for ez, _ in grid])
-    eta_y = np.array([ez * r for ez, r in grid])
+    grid = [(ez, round(ey / ez, 12)) for ey, ez in pr.rates]
+    eta_z = np.array([ez for _, ez in pr.rates])
+    eta_y = np.array([ey for ey, _ in pr.rates])
     t0 = time.perf_counter()
     cells = []
-    for q in queries:
-        classes = _MEDIUM.layout(q)
+    for q in pr.queries:
+        classes = pr.layout(q)
         ent = np.zeros((seeds, len(grid)))
         for s in range(seeds):
-            res = train_sgd(classes, steps=steps, eta_y=eta_y, eta_z=eta_z, batch=batch, T=T,
-                            momentum=_MEDIUM.momentum, init_scale=_MEDIUM.init_scale, seed=base + 1000 * q + s)
+            res = train_sgd(classes, steps=steps, eta_y=eta_y, eta_z=eta_z, batch=pr.batch, T=pr.T,
+                            momentum=pr.momentum, init_scale=pr.init_scale, seed=base + 1000 * q + s)
             for j in range(len(grid)):
                 C = c_limit(res.Z[j], classes)
                 ent[s, j] = np.mean([distinct_entropy(C[n], classes, n) for n in range(classes.K)])
         for j, (ez, r) in enumerate(grid):
             cells.append({"queries": q, "eta_z": ez, "ratio": r, "mean": round(float(ent[:, j].mean()), 5),
                           "std": round(float(ent[:, j].std()), 5)})
-    return {"experiment": "syn-medium", "protocol": _MEDIUM.as_dict(), "seeds": seeds, "seed": base, "steps": steps,
-            "uniform_entropy": round(float(_uniform_entropy()), 5), "cells": cells,
+    return {"experiment": "syn-medium", "protocol": pr.as_dict(), "seeds": seeds, "seed": base, "steps": steps,
+            "uniform_entropy": round(float(_uniform_entropy(pr)), 5), "cells": cells,
             "runtime_s": round(time.perf_counter() - t0, 2)}
 
 
-def _uniform_entropy() -> float:
-    p = np.linspace(*_MEDIUM.distinct_range, _MEDIUM.n_distinct)
+def _uniform_entropy(pr: SynProtocol) -> float:
+    p = np.linspace(*pr.distinct_range, pr.n_distinct)
     p = p / p.sum()
     return float(-(p * np.log(p)).sum())
 
