@@ -78,6 +78,8 @@ def table(values) -> str:
 
 def properties_table(run_dirs) -> str:
     """One row per property of the runs: outcome, judged / generated, undecided, other not-judged reasons."""
+    from reports.generate import UNDECIDED  # the report's own test of an undecided reason
+
     rows = ["| property | outcome | judged / generated | undecided | not judged otherwise |", "|---|---|---|---|---|"]
     totals = [0, 0, 0]
     for rec in sorted(_records(run_dirs), key=lambda r: r.get("nodeid", "")):
@@ -85,8 +87,8 @@ def properties_table(run_dirs) -> str:
         if not j:
             continue
         reasons = j.get("not_judged") or {}
-        undecided = sum(n for why, n in reasons.items() if "undecided" in why)
-        other = "; ".join(f"{why}: {n}" for why, n in reasons.items() if "undecided" not in why) or "-"
+        undecided = sum(n for why, n in reasons.items() if UNDECIDED.search(why))
+        other = "; ".join(f"{why}: {n}" for why, n in reasons.items() if not UNDECIDED.search(why)) or "-"
         rows.append(f"| {rec['nodeid'].split('::', 1)[-1]} | {rec.get('outcome')} | {j['judged']} / {j['generated']} | "
                     f"{undecided} | {other} |")
         totals[0] += j["judged"]

@@ -25,10 +25,6 @@ from theory.li2024.svm import GraphSVMInfeasible, graph_svm
 
 BUDGET = 30  # examples generated per search (the control gets the same)
 SEARCH = settings(database=None, derandomize=True, max_examples=BUDGET, deadline=None)
-ALL_SHAPES = ("acyclic", "cyclic", "mixed")
-# The step relaxation is searched among cyclic problems: the claim is that GD stops tracking W^fin,
-# which needs S_fin != {0} (on acyclic ones a huge step merely saturates the softmax in floating point).
-SHAPES = {"step": ("cyclic",)}
 # A counterexample a person can check by hand: the bound asserted on every shrunk case.
 MAX_SAMPLES, MAX_TOKENS, MAX_VOCAB = 3, 4, 4
 
@@ -45,7 +41,7 @@ ESCALATED_SEARCH = {"step"}
 
 def find_theorem1_counterexample(relaxation):
     """A shrunk relaxed case that fails Theorem 1's escalated verdict (raises NoSuchExample if none)."""
-    cases = relaxed_cases(relaxation, shapes=SHAPES.get(relaxation, ALL_SHAPES))
+    cases = relaxed_cases(relaxation)  # each relaxation's own shapes (strategies.relaxations.SEARCH_SHAPES)
     if relaxation not in ESCALATED_SEARCH:
         case = find(cases, theorem1_fails_at_budget, settings=SEARCH)
         if theorem1_fails(case):

@@ -17,7 +17,9 @@ from dataclasses import asdict, replace
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
+
+from properties.judging import not_judged
 
 from theory.tian2023 import real_text as rt
 from theory.tian2023 import transformer as tf
@@ -44,7 +46,8 @@ def test_gradient_equals_finite_differences(seed, layers, attention, positional)
     x, y = rng.integers(0, 11, (3, 7)), rng.integers(0, 11, (3, 7))
     out = tf.forward(p, cfg, x, y, keep=True)
     # a feed-forward pre-activation within reach of the step would put a ReLU kink inside the difference
-    assume(min(np.abs(layer[8]).min() for layer in out["cache"][1]) > 1e-4)
+    if min(np.abs(layer[8]).min() for layer in out["cache"][1]) <= 1e-4:
+        not_judged("a ReLU pre-activation within 1e-4 of its kink (the derivative is one-sided there)")
     g = tf.dense_grad(tf.backward(p, cfg, y, out["cache"]), p)
     assert set(g) == set(p)
     h = 1e-6

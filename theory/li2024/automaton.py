@@ -79,8 +79,8 @@ def automaton_decide(traj, an, contexts, extend, top_of=None, max_steps=None):
     """The automaton reading on held-out ``contexts``: holds, fails (a stalled error confirmed at two
     budgets) or undecided at ``max_steps`` (default Theorem 1's ``ESCALATE_MAX_STEPS``), escalating x10."""
     from theory.core import decision
-    from theory.li2024.criteria import ESCALATE_MAX_STEPS
+    from theory.li2024.criteria import ESCALATE_MAX_STEPS, budgets
 
     cap = ESCALATE_MAX_STEPS if max_steps is None else max_steps
     return decision.sequential(lambda run, earlier: automaton_statistics(run, an, contexts, top_of, earlier),
-                               decision.budget_ladder(traj.final.step, max(cap, traj.final.step)), traj, extend)
+                               budgets(traj.final.step, cap), traj, extend)
