@@ -319,7 +319,7 @@ def test_finite_minimizer_exists_under_the_assumptions(p):
     answer <= FLAT = 1e-12 of its value at W = 0, or a Newton step > NEWTON_TOL = 1e-8 relative along which
     L̃ keeps falling) stay far from valid problems (measured on 226 problems with a cyclic part, condition
     numbers up to 8e3: curvature >= 0.56 of its value at 0, Newton step <= 1.4e-14)."""
-    an = analyze(p, loss=p.loss)
+    an = analyze(p)
     event(f"S_fin dim>0={an.space.dim > 0}")
     assert an.finite_absent is None and an.finite is not None, f"{an.finite_absent}\nproblem file: {describe(p)}"
 
@@ -334,7 +334,7 @@ def test_no_finite_minimizer_is_reported_not_certified():
     import io
 
     path = "examples/tied_head_no_finite_minimizer.json"
-    an = analyze(Problem.load(path), loss="ce")
+    an = analyze(Problem.load(path).replace(loss="ce"))
     assert an.finite is None and "no finite minimizer" in (an.finite_absent or ""), an.finite_absent
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

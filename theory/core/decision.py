@@ -23,7 +23,8 @@ is therefore decided by one procedure:
    shown in the report, never a failure.
 
 :class:`Outcome` also has ``NOT_APPLICABLE``, for a claim whose assumptions a problem does not meet (see
-:mod:`theory.core.claims`).
+:mod:`theory.core.claims`), and ``ERROR``, for a claim whose computation failed its certificate (``check``
+prints it and exits 3).
 """
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ class Outcome(str, enum.Enum):
     FAILS = "fails"
     UNDECIDED = "undecided"
     NOT_APPLICABLE = "not applicable"
+    # A numerical answer failed its certificate on a problem inside the claim's domain: no verdict.
+    ERROR = "error"
 
 
 ACCEPT, BETWEEN, REJECT = "accept", "between", "reject"

@@ -57,15 +57,18 @@ class Analysis:
         return out
 
 
-def analyze(problem: Problem, name: str = "problem", finite: bool = True, loss: str = "log",
-            bound: bool = False) -> Analysis:
-    """Graphs, certified ``W^svm`` (exactly), ``S_fin`` and certified ``W^fin`` (of ``L̃`` for ``loss``);
-    ``bound`` adds W^fin's a-posteriori error bound (gradient at 40 digits; what ``analyze`` prints)."""
+def analyze(problem: Problem, name: str = "problem", finite: bool = True, bound: bool = False) -> Analysis:
+    """Graphs, certified ``W^svm`` (exactly), ``S_fin`` and certified ``W^fin``;
+    ``bound`` adds W^fin's a-posteriori error bound (gradient at 40 digits; what ``analyze`` prints).
+
+    ``W^fin`` is the minimizer of the limit objective ``L̃`` of the problem's own loss (docs/theory.md,
+    "Graph-SVM, cyclic subspace, finite component"): it belongs to the loss, so there is no way to ask for
+    another loss's here.  To compare with another loss's target, analyze ``problem.replace(loss=...)``."""
     graphs = token_priority_graphs(problem)
     svm = graph_svm(problem, graphs, name=name)
     space = cyclic_subspace(problem, graphs)
     try:
-        fin = finite_component(problem, graphs, space, loss=loss, name=name, bound=bound) if finite else None
+        fin = finite_component(problem, graphs, space, name=name, bound=bound) if finite else None
     except NoFiniteMinimizer as exc:  # an answer, not a failure: W^fin does not exist for this head and loss
         return Analysis(problem, graphs, svm, space, None, str(exc))
     return Analysis(problem, graphs, svm, space, fin)

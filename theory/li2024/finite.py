@@ -180,6 +180,19 @@ FLAT = 1e-12
 NEWTON_TOL = 1e-8
 
 
+def _why_no_minimizer(data: TokenData) -> str:
+    """What lets ``L̃`` fall toward infinity along S_fin on this problem (docs/theory.md: under Assumptions
+    1-2 the log loss's ``L̃`` is strictly convex with a minimizer; a bounded loss or a broken head need not
+    have one)."""
+    causes = []
+    if data.loss != "log":
+        causes.append(f"the {data.loss} loss stays bounded as u -> 0, so nothing keeps L̃'s infimum at a "
+                      "finite point")
+    if not data.biorthogonal:
+        causes.append("the head breaks Assumption 1")
+    return "; ".join(causes) if causes else "not expected under Assumptions 1-2 with the log loss"
+
+
 def finite_component(problem: Problem, graphs: dict[int, TPG] | None = None, space: CyclicSubspace | None = None,
                      loss: str | None = None, name: str = "problem", max_iter: int = 200,
                      bound: bool = False, mask: np.ndarray | None = None) -> FiniteSolution:
@@ -268,8 +281,7 @@ def finite_component(problem: Problem, graphs: dict[int, TPG] | None = None, spa
         raise NoFiniteMinimizer(
             f"W^fin of {name}: no finite minimizer of the limit loss L̃ on S_fin: its Newton descent ran to "
             f"||W|| = {np.linalg.norm(theta):.3g}, where L̃ is flat to float64 (largest curvature {h:.2e}, "
-            f"{h0:.2e} at W = 0), i.e. L̃ falls toward infinity along S_fin (possible only without "
-            f"Assumption 1: this head and loss)")
+            f"{h0:.2e} at W = 0), i.e. L̃ falls toward infinity along S_fin ({_why_no_minimizer(f.data)})")
     if newton > NEWTON_TOL * scale:
         d = step if step is not None else -g
         L1, L10 = f(theta + d)[0], f(theta + 10 * d)[0]
@@ -278,7 +290,7 @@ def finite_component(problem: Problem, graphs: dict[int, TPG] | None = None, spa
                 f"W^fin of {name}: no finite minimizer of the limit loss L̃ on S_fin: at ||W|| = "
                 f"{np.linalg.norm(theta):.3g} the gradient is {gn:.2e} but the Newton step is {newton:.3g} "
                 f"and L̃ keeps falling along it ({L:.12g} -> {L1:.12g} -> {L10:.12g} at 1x, 10x), i.e. L̃ "
-                f"falls toward infinity along S_fin (possible only without Assumption 1: this head and loss)")
+                f"falls toward infinity along S_fin ({_why_no_minimizer(f.data)})")
         raise SolverError(f"W^fin of {name}: gradient {gn:.2e} but Newton step {newton:.3g} at ||W|| = "
                           f"{np.linalg.norm(theta):.3g}: not a certified minimizer (smallest curvature {eig[0]:.2e})")
     if not bound:

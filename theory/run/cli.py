@@ -99,7 +99,7 @@ def _analyze(args) -> dict:
     from theory.core.problem import Problem
 
     problem = Problem.load(args.file)
-    return analyze(problem, name=args.file, loss=problem.loss, bound=True).to_json()
+    return analyze(problem, name=args.file, bound=True).to_json()
 
 
 def _train(args) -> dict:
@@ -113,7 +113,7 @@ def _train(args) -> dict:
     if not (np.isfinite(args.step_size) and args.step_size > 0):
         raise ProblemError(f"--step-size: expected a positive number, got {args.step_size}")
     W0 = _load_matrix(args.init, problem.d) if args.init else None
-    an = analyze(problem, name=args.file, loss=problem.loss)
+    an = analyze(problem, name=args.file)
     if args.engine not in ("numpy", "compiled", "auto", "extended"):
         raise ProblemError(f"--engine: expected auto, numpy, compiled or extended, got {args.engine!r}")
     if args.engine not in ("numpy", "extended"):  # "seconds" is training time, not the one-off load of the compiled kernels
@@ -132,7 +132,7 @@ def _train(args) -> dict:
 
 def _check(args) -> int:
     """One JSON object per claim on stdout; exit 0 when none fails (undecided ones listed on stderr), 1 when
-    one fails (named on stderr)."""
+    one fails (named on stderr), 3 when none fails but a claim's computation failed its certificate."""
     from theory.claims import all_claims, claim
     from theory.core.decision import Outcome
     from theory.core.problem import Problem
@@ -144,10 +144,10 @@ def _check(args) -> int:
         claims = [claim(n) for n in args.claim] if args.claim else all_claims()
     except KeyError as exc:
         raise ProblemError(exc.args[0]) from None
-    failed, undecided = [], []
+    failed, undecided, errors = [], [], []
     for c in claims:
         print(f"checking {c.name} ({c.reference}) ...", file=sys.stderr, flush=True)
-        v = c.check(problem, args.budget_scale)
+        v = _judge_one(c, problem, args.budget_scale)
         doc = {"claim": c.name, "paper": c.paper, "reference": c.reference, **v.as_dict()}
         json.dump(_finite_or_null(doc), sys.stdout, allow_nan=False)
         sys.stdout.write("\n")
@@ -156,12 +156,28 @@ def _check(args) -> int:
             failed.append(c.name)
         elif v.outcome is Outcome.UNDECIDED:
             undecided.append(c.name)
+        elif v.outcome is Outcome.ERROR:
+            errors.append(c.name)
     if undecided:
         print(f"undecided at the maximum budget: {', '.join(undecided)} (try --budget-scale 10)", file=sys.stderr)
+    if errors:
+        print(f"numerical error (no verdict): {', '.join(errors)}", file=sys.stderr)
     if failed:
         print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
         return 1
-    return 0
+    return 3 if errors else 0
+
+
+def _judge_one(c, problem, budget_scale):
+    """One claim's verdict; a computation that fails its certificate is that claim's ``error`` verdict, so
+    the other claims are still judged and printed (the problem was valid: exit 2 is for bad input only)."""
+    from theory.core.decision import Outcome, Verdict
+    from theory.li2024.svm import SolverError
+
+    try:
+        return c.check(problem, budget_scale)
+    except (SolverError, FloatingPointError, ArithmeticError, np.linalg.LinAlgError) as exc:
+        return Verdict(Outcome.ERROR, {"error": type(exc).__name__}, reason_text=f"numerical error: {exc}")
 
 
 def _finite_or_null(x):
