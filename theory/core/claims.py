@@ -19,11 +19,28 @@ __all__ = ["Assumption", "Claim"]
 
 @dataclass(frozen=True)
 class Assumption:
-    """A hypothesis of a claim: its name, its statement, and a check on a problem (True when it holds)."""
+    """A hypothesis of a claim, as data: its name, its statement, and a check on a problem (True when it holds).
+
+    A *numerical* assumption (``C E^T = I``, linear independence) is decided against a tolerance; its
+    ``residual(problem)`` returns ``(measured, tolerance)`` so that "not applicable" can say by how much the
+    problem misses it, and ``remedy`` says how to write a file that meets it exactly."""
 
     name: str
     statement: str
     check: Callable[[object], bool] = field(repr=False, compare=False)
+    residual: Callable[[object], tuple[float, float]] | None = field(default=None, repr=False, compare=False)
+    remedy: str = ""
+
+    def explain(self, problem) -> tuple[str, dict]:
+        """``(reason, measures)`` for a problem that does not meet this assumption."""
+        text, measures = f"assumption not met: {self.name} ({self.statement})", {"assumption": self.name}
+        if self.residual is not None:
+            measured, tol = self.residual(problem)
+            measures.update(residual=float(measured), tolerance=float(tol))
+            text += f"; measured {measured:.3g} against the tolerance {tol:.3g}"
+        if self.remedy:
+            text += f"; {self.remedy}"
+        return text, measures
 
 
 @dataclass(frozen=True)
@@ -54,8 +71,8 @@ class Claim:
         """The claim's verdict on ``problem``, NOT_APPLICABLE naming the first assumption that fails."""
         failing = self.first_failing_assumption(problem)
         if failing is not None:
-            return Verdict(Outcome.NOT_APPLICABLE, {"assumption": failing.name},
-                           reason_text=f"assumption not met: {failing.name} ({failing.statement})")
+            why, measures = failing.explain(problem)
+            return Verdict(Outcome.NOT_APPLICABLE, measures, reason_text=why)
         if self.judge is None:
             return Verdict(Outcome.NOT_APPLICABLE, {}, reason_text="this claim is checked on its own experiments, "
                                                                    "not on a problem file")
