@@ -340,3 +340,15 @@ def test_cli_bad_input_exits_2_with_one_line(case, tmp_path):
     assert res.stdout == "", f"{case}: nothing on stdout expected, got {res.stdout!r}"
     for frag in fragments:
         assert frag in lines[0], f"{case}: stderr should mention {frag!r}: {lines[0]!r}"
+
+
+def test_cli_binary_file_is_one_line_naming_the_file(tmp_path):
+    """A 10 MB non-UTF-8 file is bad input like any other: exit 2, one line starting ``error: file PATH:``
+    (it printed Python's bare ``'utf-8' codec can't decode byte ...``), no traceback, nothing on stdout."""
+    path = tmp_path / "garbage.json"
+    path.write_bytes(b"{\"embeddings\": " + bytes(range(128, 256)) * (10 * 2**20 // 128))
+    res = run_cli("analyze", path)
+    assert res.returncode == 2, (res.returncode, res.stderr[-2000:])
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr and res.stdout == "", res.stderr[-2000:]
+    assert lines[0].startswith(f"error: file {path}: not UTF-8 text (byte 0x80 at offset 15)"), lines[0]

@@ -224,9 +224,12 @@ class Problem:
     def load(cls, path) -> "Problem":
         path = shipped_example(path) or path
         try:
-            text = Path(path).read_text()
+            text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise ProblemError(f"file {path}: cannot read ({exc.strerror or exc})") from None
+        except UnicodeDecodeError as exc:  # e.g. a binary file: the same one-line 'file X:' message as the rest
+            raise ProblemError(f"file {path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
+                               f"{exc.start}); a problem file is JSON") from None
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
