@@ -22,21 +22,11 @@ from theory.li2024 import criteria
 from theory.li2024 import local_convergence as lc
 from theory.li2024.local_convergence import CORR_MIN, STEPS
 from theory.li2024.losses import safe_step
-from theory.li2024.pseudo import REJECT, SELECT
 from theory.li2024.training import train
+from properties.li2024.runs import judge, local_run, verdict
 
 EXAMPLES_BASE = 25
 JUDGED_FLOOR = 0.35  # ci measured 52% (25/48); see the module docstring
-
-
-def local_run(case, traj=None, select: float = SELECT, reject: float = REJECT) -> dict:
-    """:func:`theory.li2024.local_convergence.local_run` of one relaxed case."""
-    return lc.local_run(case.problem, case.theory_problem, traj, select, reject)
-
-
-def verdict(case, traj=None, select: float = SELECT, reject: float = REJECT) -> tuple[str, str, dict]:
-    """:func:`theory.li2024.local_convergence.verdict` of one relaxed case (budget escalation included)."""
-    return lc.verdict(case.problem, case.theory_problem, traj, select, reject, note=case.note)
 
 
 def _alignment_property(case, outcomes: list):
@@ -103,12 +93,6 @@ def test_persistent_misalignment_is_a_genuine_counterexample():
     record_metrics(outcome=outcome)
     rates = [q for _, _, q in r.get("history", [])]
     assert outcome == "not aligned" and rates == sorted(rates) and len(rates) == 3, (outcome, why)
-
-
-def judge(case, traj, select: float = SELECT, reject: float = REJECT) -> str:
-    """``"not judged"``, ``"aligned"`` or ``"not aligned"`` for one trained case under a selection rule
-    (the property's own verdict, escalation included)."""
-    return verdict(case, traj, select, reject)[0]
 
 
 @pytest.mark.theorem("Section 5")

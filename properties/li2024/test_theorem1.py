@@ -21,21 +21,10 @@ from theory.li2024.analysis import analyze
 from theory.li2024.losses import safe_step
 from theory.core.problem import Problem
 from theory.li2024.training import resume, train, truncate
+from properties.li2024.runs import initial_weights, run_theorem1, step_fractions, theorem_problems
+from theory.li2024.plants import _wrong_direction
 
-theorem_problems = trainable_problems()
 zero_problems = trainable_problems(shapes=("svm_zero",))
-
-
-@st.composite
-def initial_weights(draw, d: int):
-    """A random ``W(0)`` (Theorem 1 holds from any start): scale 0 .. 1, seeded.  Larger starts are as
-    valid but cost ``e^{gap}`` more steps (see :func:`theory.li2024.criteria.time_unit`)."""
-    scale = draw(st.sampled_from([0.0, 0.1, 0.5, 1.0]), label="init_scale")
-    seed = draw(st.integers(0, 2**16), label="init_seed")
-    return scale * np.random.default_rng(seed).normal(size=(d, d))
-
-
-step_fractions = st.sampled_from([1.0, 0.5, 0.25])  # of the safe step 1/β
 
 
 def extender(problem, an, recorded=None):
@@ -78,19 +67,6 @@ def record_margins(verdict, side: str, only=("direction", "finite", "growth")) -
         margin("theorem1 finite error decade ratio", side, m["finite_error"] / m["finite_error_prev"])
     if "growth" in only and 0 < m["growth_ratio"] < float("inf"):
         margin("theorem1 growth |ln ratio|", side, abs(np.log(m["growth_ratio"])))
-
-
-def run_theorem1(problem, W0, fraction):
-    """``(analysis, trajectory)`` at Theorem 1's budget (not judged when it exceeds MAX_STEPS)."""
-    an = analyze(problem)
-    eta = fraction * safe_step(problem)
-    steps, need = criteria.run_budget(an, eta, W0)
-    # Judged only where the finite budget reaches the asymptotic regime (10^4 time units within
-    # MAX_STEPS); rare nearly-collinear Gaussian embeddings and rare starts far from the ⇒ edges' boundary
-    # (either side: criteria.start_gap) need more and are counted, not judged.
-    if need > criteria.MAX_STEPS:
-        not_judged("10^4 time units exceed MAX_STEPS")
-    return an, train(problem, steps, eta, W0=W0, analysis=an)
 
 
 # Judged share of generated examples, ci profile (derandomized): 78-89% (the rest: draws the problem
@@ -149,18 +125,6 @@ def test_gd_converges_to_finite_minimizer_when_svm_is_zero(data, fraction):
     # With no ⇒ edge L̃ = L, so the finite limit's S_fin part is W^fin itself; the part of W(0) that GD
     # never touches (outside the span of the gradients) stays as it was.
     assert_close(an.space.project(traj.final.W), an.finite.W, 1e-5, "Π_S W(τ) vs W^fin", p)
-
-
-def _wrong_direction(an, angle_deg, seed):
-    """A unit direction at ``angle_deg`` from W^svm inside the span of the constraint matrices E^T (.) E."""
-    rng = np.random.default_rng(seed)
-    E = an.problem.E
-    N = E.T @ rng.normal(size=(an.problem.K, an.problem.K)) @ E
-    Wh = an.svm.W / an.svm.norm
-    N -= np.sum(N * Wh) * Wh
-    N /= np.linalg.norm(N)
-    a = np.deg2rad(angle_deg)
-    return np.cos(a) * Wh + np.sin(a) * N
 
 
 @pytest.mark.theorem("Theorem 1")

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 
-import networkx as nx
 import numpy as np
 import pytest
 from hypothesis import event, given, settings
@@ -45,52 +44,24 @@ from scipy.optimize import minimize
 
 from properties.helpers import describe
 from properties.judging import aim, margin, not_judged, scaled
-from reports.record import record_inputs, record_metrics
-from strategies.problems import drawn_problems, structures_of
+from reports.record import record_metrics
+from strategies.problems import drawn_problems
 from theory.core.decision import Outcome
 from theory.li2024.analysis import analyze
-from theory.li2024.graphs import TPG
 from theory.core.problem import Problem
 from theory.li2024.losses import loss_and_grad
 from theory.li2024.regpath import (FLOOR_MAX, KKT_TOL, RoundingLevel, certify, outward_direction, regularization_path,
                             regularized_solution)
-from theory.li2024.svm import SolverError, graph_svm
+from theory.li2024.svm import SolverError
 from theory.li2024.regpath_verdict import (EPS, ESCALATION, EXACT, MARGINS, MIN_DIR_GAP, MIN_FIN_GAP, Theorem2Judge,
                                           direction_errors, direction_verdict, edges, finite_errors, finite_verdict,
                                           margin_offset, margins_for, perp_norms, radii_for)
-
-NONZERO_SVM = structures_of(("acyclic", "cyclic", "mixed"))
-
-
-def _record(p, an, radii):
-    record_inputs(K=p.K, n=p.n, T=max(len(s) for s in p.sequences), n_sccs=an.n_sccs, dim_sfin=an.space.dim,
-                  svm_norm=an.svm.norm)
-
+from properties.li2024.runs import NONZERO_SVM, REGPATH_CONDITION, certified_path
+from theory.li2024.plants import duplicated_sample_fins, reversed_edge_svms
 
 # ------------------------------------------------------------------------------------------------
 # Theorem 2
 # ------------------------------------------------------------------------------------------------
-
-# Theorem 2 is judged on the strategies' whole declared domain (condition number <= 1e3).  Ill-conditioned
-# embeddings push the radii to 1e4-1e5; under the global rounding floor their gradients (~1e-8) sat at
-# float64 rounding level and kappa <= 10 was needed.  With the floor following the local curvature
-# (theory.li2024.losses.local_smoothness), measured on 300 random examples at kappa <= 1e3: 288 judged and
-# passed, 12 counted as not certifiable (all with kappa >= 300: 12 of the 68 with kappa > 100), none failed.
-REGPATH_CONDITION = 1e3
-def certified_path(dp):
-    """``(problem, analysis, radii, path)``: the certified path along ``radii_for``; problems with a radius
-    whose gradient float64 cannot resolve are counted and skipped.  (A cap MAX_RADIUS = 300 skipped 4-12% of
-    the problems until the rounding floor followed the local curvature; with it, no cap is needed: stress,
-    200 examples, 0 skipped.)"""
-    p = dp.problem
-    an = analyze(p)
-    radii = radii_for(p, an)
-    _record(p, an, radii)
-    try:
-        return p, an, radii, regularization_path(p, radii)  # certified, else SolverError
-    except RoundingLevel:
-        not_judged("a radius's gradient at float64 rounding level (not certifiable)")
-
 
 # Judged share of generated examples: the property's own skips are radii float64 cannot certify.  The
 # share once counted Hypothesis's overruns too (ci: 81-93%, stress 87%, and 57% after an unrelated edit);
@@ -136,39 +107,6 @@ def test_theorem2_regularization_path_converges(dp):
 # ------------------------------------------------------------------------------------------------
 # Calibration: the criterion rejects planted wrong targets
 # ------------------------------------------------------------------------------------------------
-def reversed_edge_svms(p, an):
-    """Graph-SVMs of the TPGs with one ``⇒`` edge ``i -> j`` replaced by ``j -> i`` (a wrong priority)."""
-    out = []
-    for k, g in an.graphs.items():
-        for i, j in g.dominates()[:3]:
-            h = nx.DiGraph(g.graph)
-            h.remove_edge(i, j)
-            h.add_edge(j, i)
-            graphs = dict(an.graphs)
-            graphs[k] = TPG(k, h)
-            try:
-                W = graph_svm(p, graphs).W
-            except SolverError:
-                continue
-            if np.linalg.norm(W) > 0:
-                out.append(W)
-    return out
-
-
-def duplicated_sample_fins(p, an):
-    """``W^fin`` of the problem with one cyclic sample duplicated: same TPGs (so same W^svm, S_fin), other weights."""
-    out = []
-    for i, (seq, y) in enumerate(zip(p.sequences, p.labels)):
-        comp = an.graphs[seq[-1]].component
-        if sum(comp[t] == comp[y] for t in set(seq)) < 2:
-            continue  # the sample's label SCC holds one token: it does not enter L̃
-        q = p.replace(sequences=list(p.sequences) + [seq] * 3, labels=list(p.labels) + [y] * 3)
-        out.append(analyze(q).finite.W)
-        if len(out) == 3:
-            break
-    return out
-
-
 @pytest.mark.theorem("Theorem 2")
 @pytest.mark.judged(floor=JUDGED_FLOOR)
 @settings(deadline=None)

@@ -19,8 +19,8 @@ from properties.helpers import describe
 from properties.search import assert_found_within
 from reports.record import record_metrics
 from theory.li2024.relaxations import svm_infeasible, theorem1_fails
-from properties.li2024.test_theorem1 import _wrong_direction, initial_weights, run_theorem1, theorem_problems
-from properties.li2024.test_theorem2 import certified_path, reversed_edge_svms
+from properties.li2024.runs import certified_path, initial_weights, run_theorem1, theorem_problems
+from theory.li2024.plants import _wrong_direction, reversed_edge_svms
 from theory.li2024.regpath_verdict import direction_verdict, margins_for
 from strategies.problems import drawn_problems
 from strategies.relaxations import relaxed_cases
@@ -97,7 +97,8 @@ def test_finds_theorem1_on_a_frozen_run(random_seed):
 
 @pytest.mark.parametrize("random_seed", SEEDS)
 def test_finds_theorem2_against_a_reversed_edge(random_seed):
-    from properties.li2024.test_theorem2 import MIN_DIR_GAP, NONZERO_SVM, REGPATH_CONDITION
+    from properties.li2024.runs import NONZERO_SVM, REGPATH_CONDITION
+    from theory.li2024.regpath_verdict import MIN_DIR_GAP
 
     def planted_fails(dp):
         p, an, radii, path = certified_path(dp)

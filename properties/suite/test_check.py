@@ -53,7 +53,7 @@ def test_check_prints_one_verdict_per_claim_and_agrees_with_the_decision():
 def test_check_exits_1_on_a_planted_violation(monkeypatch, capsys):
     """W^svm replaced by a direction 35° off it inside the analysis the claim uses: Theorem 1 fails."""
     import theory.li2024.analysis as analysis
-    from properties.li2024.test_theorem1 import _wrong_direction
+    from theory.li2024.plants import _wrong_direction
 
     real = analysis.analyze
 

@@ -134,7 +134,7 @@ def test_reproduction_sweep_runs_are_the_reproductions_trials(tmp_path):
 @pytest.mark.parametrize("loss, head", [("ce", "tied"), ("lsq", "random"), ("square", "biorthogonal")])
 def test_section5_phase_uses_the_section5_property_criterion(loss, head):
     """section5-phase's verdict is the one ``judge`` of properties/li2024/test_section5.py gives the same run."""
-    from properties.li2024.test_section5 import judge
+    from properties.li2024.runs import judge
     from theory.li2024.local_convergence import STEPS
     from strategies.relaxations import RelaxedCase
     from theory.li2024.losses import safe_step
@@ -156,7 +156,7 @@ def test_section5_phase_uses_the_section5_property_criterion(loss, head):
 
 def test_figure_and_report_section(in_process, tmp_path, monkeypatch):
     """The PNG, and the report page of a run whose folder holds a sweep file shows its phase diagram."""
-    from properties.suite.test_report import check_page, write_synthetic_run
+    from properties.report_helpers import check_page, write_synthetic_run
     from reports import generate
 
     _, recs = in_process
