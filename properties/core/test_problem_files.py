@@ -265,7 +265,7 @@ def test_cli_analyze_prints_documented_json(scc_file):
     assert out["certificate"] == "exact"
     assert (out["vocab_size"], out["dim"], out["samples"]) == (3, 3, 3)
     assert out["assumptions"] == {"head_biorthogonal": True, "labels_in_sequences": True,
-                                  "embeddings_independent": True}
+                                  "embeddings_independent": True, "loss_finite_at_zero": True}
     assert set(out["graphs"]) == {"2"}
     g = out["graphs"]["2"]
     assert set(g) == {"edges", "sccs"}

@@ -179,15 +179,29 @@ class Problem:
 
     # -- assumptions (reported, not raised) --------------------------------------------------------
     def assumptions(self) -> dict[str, bool]:
+        res = self.assumption_residuals()
+        in_seq = all(y in seq for y, seq in zip(self.labels, self.sequences))
+        independent = bool(self.K <= self.d and res["embeddings_independent"][0] > res["embeddings_independent"][1])
+        head, tol = res["head_biorthogonal"]
+        return {"head_biorthogonal": bool(head <= tol), "labels_in_sequences": in_seq,
+                "embeddings_independent": independent}
+
+    def assumption_residuals(self) -> dict[str, tuple[float, float]]:
+        """The numerical assumptions as ``(measured, tolerance)``: the one place their tolerances live.
+
+        * ``head_biorthogonal``: ``max |C E^T - I|`` against ``ASSUMPTION_TOL · max(1, ||C||₂ ||E||₂)``
+          (holds when measured <= tolerance).  Rounding in ``C E^T`` is ~eps ||C|| ||E||, and a head
+          computed from ill-conditioned E carries ~eps cond(E) more, so the tolerance scales with
+          ``||C|| ||E||`` (>= cond(E) for the default head).
+        * ``embeddings_independent``: the K-th singular value of E against ``ASSUMPTION_TOL ·
+          max(1, max|E|)`` (holds when measured > tolerance; 0 when K > d), numpy's rank test."""
         K = self.K
         scale = max(1.0, float(np.abs(self.E).max()))
-        independent = bool(K <= self.d and np.linalg.matrix_rank(self.E, tol=ASSUMPTION_TOL * scale) == K)
-        # Rounding in C E^T is ~eps ||C|| ||E||, and a head computed from ill-conditioned E carries
-        # ~eps cond(E) more: scale the tolerance with ||C|| ||E|| (>= cond(E) for the default head).
+        sv = np.linalg.svd(self.E, compute_uv=False)
+        sigma_k = float(sv[K - 1]) if K <= self.d else 0.0
         scale_h = max(1.0, float(np.linalg.norm(self.C, 2) * np.linalg.norm(self.E, 2)))
-        biorth = bool(np.abs(self.H - np.eye(K)).max() <= ASSUMPTION_TOL * scale_h)
-        in_seq = all(y in seq for y, seq in zip(self.labels, self.sequences))
-        return {"head_biorthogonal": biorth, "labels_in_sequences": in_seq, "embeddings_independent": independent}
+        return {"head_biorthogonal": (float(np.abs(self.H - np.eye(K)).max()), ASSUMPTION_TOL * scale_h),
+                "embeddings_independent": (sigma_k, ASSUMPTION_TOL * scale)}
 
     # -- files --------------------------------------------------------------------------------
     def to_json(self) -> dict:

@@ -40,7 +40,10 @@ class Analysis:
 
     def to_json(self) -> dict:
         p = self.problem
-        out = {"vocab_size": p.K, "dim": p.d, "samples": p.n, "assumptions": p.assumptions(),
+        from theory.li2024.losses import log_loss_defined
+
+        assumptions = {**p.assumptions(), "loss_finite_at_zero": p.loss != "log" or log_loss_defined(p)}
+        out = {"vocab_size": p.K, "dim": p.d, "samples": p.n, "assumptions": assumptions,
                "graphs": {str(k): g.to_json() for k, g in self.graphs.items()},
                "certificate": self.svm.certificate.get("certificate", "float"),
                "svm": {"W": self.svm.W.tolist(), "norm": self.svm.norm,

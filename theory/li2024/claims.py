@@ -13,14 +13,41 @@ from theory.core.decision import Outcome, Verdict
 PAPER = "Li, Huang, Ildiz, Rawat, Oymak (2024), Mechanics of Next Token Prediction with Self-Attention"
 
 HEAD = Assumption("Assumption 1 (head)", "the head is biorthogonal to the embeddings: C E^T = I",
-                  lambda p: p.assumptions()["head_biorthogonal"])
+                  lambda p: p.assumptions()["head_biorthogonal"],
+                  residual=lambda p: p.assumption_residuals()["head_biorthogonal"],
+                  remedy="max |C E^T - I| is measured; omit \"head\" for the exact default (E E^T)^-1 E, or "
+                         "write the head's entries to full float64 precision (17 significant digits)")
 LABEL = Assumption("Assumption 2 (label in context)", "every label occurs in its sequence",
                    lambda p: p.assumptions()["labels_in_sequences"])
 INDEPENDENT = Assumption("independent embeddings", "the K embeddings are linearly independent (K <= d)",
-                         lambda p: p.assumptions()["embeddings_independent"])
+                         lambda p: p.assumptions()["embeddings_independent"],
+                         residual=lambda p: p.assumption_residuals()["embeddings_independent"],
+                         remedy="the K-th singular value of E is measured (0 when K > d)")
 LOG_LOSS = Assumption("log loss", "the loss is -log u (loss \"log\")", lambda p: p.loss == "log")
-RELAXED = Assumption("relaxed setting", "Assumption 1 fails or the loss is ce/lsq (otherwise Theorem 1 applies)",
-                     lambda p: p.loss in ("ce", "lsq") or not p.assumptions()["head_biorthogonal"])
+# Theorem 2 asks for a loss of u that is strictly decreasing with bounded |l'|: exp(-u) and (1 - u)^2 on the
+# reachable u in [0, 1]; -log u is the paper's own loss (|l'| is bounded on every ball ||W|| <= R, where u is
+# bounded away from 0, which is all the path uses).  ce and lsq are not losses of u: outside the statement.
+THEOREM2_LOSSES = ("log", "exp", "square")
+LOSS_OF_U = Assumption("a decreasing loss of u",
+                       "the loss is a strictly decreasing function of u with bounded derivative on the reachable u: "
+                       "log, exp or square (ce and lsq are losses of the K head logits, not of u)",
+                       lambda p: p.loss in THEOREM2_LOSSES)
+# Section 5: "another loss, or a head that breaks Assumption 1" -- every loss the suite knows qualifies once the
+# head is broken, and every loss but log qualifies with a biorthogonal head (with log and Assumption 1,
+# Theorem 1 applies instead).
+RELAXED = Assumption("relaxed setting", "Assumption 1 fails or the loss is not log (otherwise Theorem 1 applies)",
+                     lambda p: p.loss != "log" or not p.assumptions()["head_biorthogonal"])
+
+
+def _log_defined(p) -> bool:
+    from theory.li2024.losses import log_loss_defined
+
+    return p.loss != "log" or log_loss_defined(p)
+
+
+LOSS_DEFINED = Assumption("loss defined at W(0) = 0",
+                          "with the log loss, every sample's u = c_y^T f is positive under uniform attention "
+                          "(otherwise -log u is infinite where GD starts)", _log_defined)
 
 
 def _extend(problem, an):
@@ -76,7 +103,11 @@ def judge_theorem2(problem, budget_scale: float = 1.0) -> Verdict:
     except RoundingLevel as exc:
         return _undecided(f"a radius's gradient at float64 rounding level (not certifiable): {exc}")
     judge = Theorem2Judge(problem, an, radii, path)
-    (out_d, why_d), (out_f, why_f) = judge.direction(an.svm.W), judge.finite(an.finite.W)
+    out_d, why_d = judge.direction(an.svm.W)
+    if an.finite is None:  # the finite-part conclusion has no target: W^fin does not exist for this loss
+        out_f, why_f = Outcome.NOT_APPLICABLE, f"no target, W^fin does not exist ({an.finite_absent})"
+    else:
+        out_f, why_f = judge.finite(an.finite.W)
     outcomes = (out_d, out_f)
     outcome = (Outcome.FAILS if Outcome.FAILS in outcomes else Outcome.UNDECIDED if Outcome.UNDECIDED in outcomes
                else Outcome.HOLDS)
@@ -130,7 +161,7 @@ THEOREM1 = Claim(
 THEOREM2 = Claim(
     "li2024.theorem2", PAPER, "Theorem 2",
     "the regularization path W̄_R / R converges to W^svm/||W^svm|| and Π_S W̄_R to W^fin",
-    (HEAD, LABEL, INDEPENDENT),
+    (LOSS_OF_U, HEAD, LABEL, INDEPENDENT),
     "certified path points at margins up to 16 past the finite part's score debt: the direction error on "
     "its (log t)/t track and the finite error decaying geometrically, escalated to margins 32, 64",
     ("reversed-edge Graph-SVMs", "duplicated-sample W^fin"),
@@ -151,7 +182,7 @@ AUTOMATON = Claim(
 SECTION5 = Claim(
     "li2024.section5", PAPER, "Section 5 (local convergence)",
     "with a head that breaks Assumption 1 or another loss, GD's direction matches the pseudo-TPG's Graph-SVM",
-    (RELAXED, LABEL, INDEPENDENT),
+    (RELAXED, LOSS_DEFINED, LABEL, INDEPENDENT),
     "once the selection settles: corr(W, W^svm_pseudo) >= 0.9 and Theorem 1's direction rate against it, "
     "escalated x10 up to 2e7 steps; converging but not aligned there is undecided",
     ("a planted threshold that misreads the selection",),

@@ -207,6 +207,11 @@ def finite_component(problem: Problem, graphs: dict[int, TPG] | None = None, spa
     f = _Objective(problem, space, limit_data(problem, graphs, loss, mask))
     theta = np.zeros(space.dim)
     L, g = f(theta)
+    if not np.isfinite(L):
+        raise NoFiniteMinimizer(
+            f"W^fin of {name}: the limit loss L̃ is infinite at W = 0 (a sample's u = c_y^T f is <= 0 on "
+            f"its label's SCC, where -log u is undefined), so W^fin is not defined for this head and loss "
+            f"({_why_no_minimizer(f.data)})")
     g0 = float(np.linalg.norm(g))
     # Relative to the gradient at 0, so that E -> αE (gradients x α²) certifies the same point, and never
     # below what float64 resolves at the point (a W = 0 already minimal to rounding has g0 at that floor).

@@ -257,8 +257,8 @@ def smoothness(problem: Problem, loss_name: str | None = None) -> float:
         rows = H[problem.label_array]
         lo, hi = float(rows.min()), float(rows.max())  # u = h_y . a ranges over [lo, hi]
         if loss_name == "log":
-            if lo <= 0:
-                raise ValueError("log loss: u = c_y^T f can reach 0 with this head; no finite smoothness bound")
+            if lo <= 0:  # u can approach 0: bound it on the sublevel set GD from W(0) = 0 never leaves
+                lo = log_sublevel_floor(problem)
             g, q = hmax / lo, hmax**2 / lo**2
         elif loss_name == "square":
             g, q = 2 * max(abs(1 - lo), abs(1 - hi)) * hmax, 2 * hmax**2
@@ -267,6 +267,44 @@ def smoothness(problem: Problem, loss_name: str | None = None) -> float:
         else:
             raise ValueError(f"unknown loss {loss_name!r}")
     return Delta**2 * (q / 4 + g / 2)
+
+
+class LossUndefined(ValueError):
+    """The log loss is infinite where GD starts (some sample has u <= 0 under uniform attention)."""
+
+
+def log_loss_defined(problem: Problem) -> bool:
+    """Every sample's ``u = h_y^T a`` is positive at ``W = 0`` (uniform attention over its tokens), so the
+    log loss is finite where the suite's GD starts."""
+    a = problem.counts / problem.counts.sum(axis=1, keepdims=True)
+    u = (a * problem.H[problem.label_array]).sum(axis=1)
+    return bool((u > 0).all())
+
+
+def log_sublevel_floor(problem: Problem) -> float:
+    """A lower bound on every sample's ``u`` over the sublevel set ``{W : L(W) <= L(0)}`` of the log loss,
+    for a head that breaks Assumption 1 (where ``u`` is not bounded away from 0 globally).
+
+    Derivation.  Each term ``l_i = -log u_i`` is at least ``m_i = -log max_t h_{y_i t}`` over the tokens t of
+    sample i (``u_i`` is an average of those entries).  On the sublevel set ``sum_j w_j l_j <= L(0)``, so
+    ``w_i l_i <= L(0) - sum_{j != i} w_j m_j`` and ``u_i >= exp(-(L(0) - sum_{j != i} w_j m_j) / w_i)``.
+    GD at a step ``1/beta``, with ``beta`` the curvature bound on that set, never leaves it: along the
+    segment of a step, while it stays in the set, the descent lemma gives ``L <= L(W) - s eta ||g||^2/2 <
+    L(0)`` for ``s`` in (0, 1], so each ``u_i`` stays strictly above its floor and the segment cannot reach
+    the set's boundary.  So :func:`safe_step` is safe for GD from ``W(0) = 0`` (the suite's start) or from any
+    ``W`` with ``L(W) <= L(0)``.  Raises :class:`LossUndefined` when ``L(0)`` is infinite."""
+    if not log_loss_defined(problem):
+        raise LossUndefined("log loss: some sample has u = c_y^T f <= 0 under uniform attention (W = 0), so "
+                            "-log u is infinite where GD starts")
+    data = TokenData.from_problem(problem, loss="log")
+    present = data.counts > 0
+    rows = np.where(present, data.H[data.labels], -np.inf)
+    with np.errstate(divide="ignore"):
+        m = -np.log(np.maximum(rows.max(axis=1), 0.0))
+    a0 = data.counts / data.counts.sum(axis=1, keepdims=True)
+    L0 = float(data.weights @ -np.log((a0 * data.H[data.labels]).sum(axis=1)))
+    rest = data.weights @ m - data.weights * m
+    return float(np.exp(-(L0 - rest) / data.weights).min())
 
 
 def local_smoothness(problem: Problem, A: np.ndarray, data: TokenData, loss_name: str | None = None,
@@ -297,6 +335,10 @@ def local_smoothness(problem: Problem, A: np.ndarray, data: TokenData, loss_name
 
 
 def safe_step(problem: Problem, loss_name: str | None = None) -> float:
-    """A constant GD step size below which GD is safe: ``1/beta`` (see :func:`smoothness`)."""
+    """A constant GD step size below which GD is safe: ``1/beta`` (see :func:`smoothness`).
+
+    ``beta = 0`` means no sample can move its attention (every sample holds one distinct token, or the
+    tokens present share one embedding): ``L`` is constant in ``W`` and every step is safe; 1 is returned
+    so that GD runs (and stays at ``W(0)``, a minimizer) instead of failing on an infinite step."""
     beta = smoothness(problem, loss_name)
-    return float("inf") if beta == 0 else 1.0 / beta
+    return 1.0 if beta == 0 else 1.0 / beta

@@ -38,7 +38,7 @@ def margin_offset(p, an) -> float:
     W^fin scores -87.7 on both ``⇒`` edges; at t = 1..64 the tokens outside the label SCCs were not yet
     suppressed (f = 17.3 ... 5.5) and W̄_R/R sat at e = 0.88; at t = 87.7 + (1..16), f falls 5.2 -> 0.0049
     (last doubling x0.003) as the theory says."""
-    if an.space.dim == 0:
+    if an.space.dim == 0 or an.finite is None:  # no W^fin (a bounded loss's L̃ without minimizer): no debt
         return 0.0
     dom = constraints(p, an.graphs).dominate
     if len(dom) == 0:
@@ -52,8 +52,10 @@ def margins_for(p, an, base=MARGINS) -> np.ndarray:
 
 
 def radii_for(p, an, base=MARGINS) -> np.ndarray:
-    """``R_t = ||W^fin + t W^svm||`` for ``t`` in :func:`margins_for`."""
-    return np.array([np.linalg.norm(an.finite.W + t * an.svm.W) for t in margins_for(p, an, base)])
+    """``R_t = ||W^fin + t W^svm||`` for ``t`` in :func:`margins_for` (``W^fin`` taken as 0 where it does not
+    exist: the radii then follow the direction alone)."""
+    fin = an.finite.W if an.finite is not None else np.zeros_like(an.svm.W)
+    return np.array([np.linalg.norm(fin + t * an.svm.W) for t in margins_for(p, an, base)])
 
 
 def perp_parts(path, space) -> list[np.ndarray]:
