@@ -27,31 +27,71 @@ from pathlib import Path
 
 import numpy as np
 
+__all__ = ["ASSUMPTION_TOL", "LOSSES", "Problem", "ProblemError", "schema", "shipped_example", "shipped_examples"]
+
+#: The loss names a problem file may give (docs/problem-format.md).
 LOSSES = ("log", "ce", "square", "exp", "lsq")
 FILE_KEYS = {"embeddings", "head", "sequences", "labels", "loss"}
 REQUIRED_KEYS = FILE_KEYS - {"head"}
-# Relative tolerance for the assumption checks (C E^T = I, rank E = K).
+#: Relative tolerance of the numerical assumption checks (C E^T = I, rank E = K).
 ASSUMPTION_TOL = 1e-8
 
 
 class ProblemError(ValueError):
-    """Invalid problem input; the message is one line naming the field and index."""
+    """Invalid problem input; the message is one line naming the field and index.
+
+    Examples
+    --------
+    >>> Problem.from_json({"embeddings": [[1.0]], "sequences": [[0, 3]], "labels": [0], "loss": "log"})
+    Traceback (most recent call last):
+    ...
+    theory.core.problem.ProblemError: sequences[0][1]: token id 3 out of range [0, 1)
+    """
 
 
 def schema() -> dict:
-    """The problem file's JSON Schema (draft 2020-12), shipped with the package."""
+    """The problem file's JSON Schema (draft 2020-12), shipped with the package.
+
+    Returns
+    -------
+    dict
+        The schema document (``theory/core/problem.schema.json``).
+    """
     return json.loads(resources.files("theory.core").joinpath("problem.schema.json").read_text())
 
 
 def shipped_examples() -> list[str]:
-    """Names (``NAME.json``) of the problem files shipped with the package."""
+    """Names of the problem files shipped with the package.
+
+    Returns
+    -------
+    list of str
+        ``NAME.json`` for each; :meth:`Problem.load` reads ``examples/NAME.json`` from the package when no
+        such file exists where it runs.
+
+    Examples
+    --------
+    >>> "scc_above_token.json" in shipped_examples()
+    True
+    """
     root = resources.files("theory").joinpath("examples")
     return sorted(p.name for p in root.iterdir() if p.name.endswith(".json")) if root.is_dir() else []
 
 
 def shipped_example(path) -> Path | None:
-    """The shipped problem file that ``path`` names when it does not exist here: ``examples/NAME.json`` or
-    ``NAME.json``; ``None`` otherwise (a path that exists is never redirected)."""
+    """The shipped problem file that ``path`` names when it does not exist here.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        ``examples/NAME.json`` or ``NAME.json``.
+
+    Returns
+    -------
+    pathlib.Path or None
+        The installed copy; ``None`` when ``path`` exists (a path that exists is never redirected), has
+        another form, or names no shipped file.
+    """
     p = Path(path)
     if p.exists() or p.suffix != ".json" or str(p.parent) not in (".", "examples"):
         return None
@@ -93,7 +133,37 @@ def _token(x, name: str, K: int) -> int:
 
 @dataclass(frozen=True, eq=False)
 class Problem:
-    """A validated problem.  Token ids are 0-based; ``sequences[i][-1]`` is sample i's query."""
+    """A validated next-token prediction problem for one self-attention layer.
+
+    Token ids are 0-based; ``sequences[i][-1]`` is sample ``i``'s query and ``labels[i]`` its next token.
+    Build one with :meth:`create`, :meth:`from_json` or :meth:`load`: they validate every field and raise
+    :class:`ProblemError`; unmet *assumptions* are reported by :meth:`assumptions`, never raised.
+
+    Attributes
+    ----------
+    E : numpy.ndarray
+        The K x d embeddings, one row per token.
+    C : numpy.ndarray
+        The K x d linear head (default ``(E E^T)^-1 E``, biorthogonal: ``C E^T = I``).
+    sequences : tuple of tuple of int
+        The token sequences; the last token of each is its query.
+    labels : tuple of int
+        One label (next token) per sequence.
+    loss : str
+        One of :data:`LOSSES`.
+    head_given : bool
+        Whether the file gave the head (then :meth:`to_json` writes it back).
+
+    Examples
+    --------
+    >>> p = Problem.load("examples/scc_above_token.json")
+    >>> p.K, p.d, p.n, p.loss
+    (4, 4, 3, 'log')
+    >>> p.sequences[0], p.labels[0]
+    ((0, 1, 2, 3), 0)
+    >>> p.assumptions()
+    {'head_biorthogonal': True, 'labels_in_sequences': True, 'embeddings_independent': True}
+    """
 
     E: np.ndarray
     C: np.ndarray
@@ -104,6 +174,36 @@ class Problem:
 
     @classmethod
     def create(cls, embeddings, sequences, labels, loss: str = "log", head=None) -> "Problem":
+        """A validated problem from its parts.
+
+        Parameters
+        ----------
+        embeddings : array_like
+            K x d numbers, finite.
+        sequences : sequence of sequence of int
+            Non-empty token sequences, ids in ``[0, K)``; the last token is the query.
+        labels : sequence of int
+            One token id per sequence.
+        loss : str, default "log"
+            One of :data:`LOSSES`.
+        head : array_like, optional
+            K x d; default ``(E E^T)^-1 E``, which needs linearly independent embeddings.
+
+        Returns
+        -------
+        Problem
+
+        Raises
+        ------
+        ProblemError
+            On any malformed field, one line naming it and the index.
+
+        Examples
+        --------
+        >>> p = Problem.create([[1, 0], [0, 1]], [[0, 1], [1, 1]], [0, 1])
+        >>> p.C.tolist()
+        [[1.0, 0.0], [0.0, 1.0]]
+        """
         E = _matrix(embeddings, "embeddings")
         K, d = E.shape
         if head is None:
@@ -142,22 +242,27 @@ class Problem:
     # -- sizes -------------------------------------------------------------------------------
     @property
     def K(self) -> int:
+        """The vocabulary size (rows of ``E``)."""
         return self.E.shape[0]
 
     @property
     def d(self) -> int:
+        """The embedding dimension (columns of ``E``)."""
         return self.E.shape[1]
 
     @property
     def n(self) -> int:
+        """The number of samples."""
         return len(self.sequences)
 
     @property
     def queries(self) -> np.ndarray:
+        """The query (last token) of each sample, an int64 array of length n."""
         return np.array([s[-1] for s in self.sequences], dtype=np.int64)
 
     @property
     def label_array(self) -> np.ndarray:
+        """The labels as an int64 array of length n."""
         return np.array(self.labels, dtype=np.int64)
 
     @cached_property
@@ -175,10 +280,20 @@ class Problem:
 
     @cached_property
     def gram(self) -> np.ndarray:
+        """``E E^T`` (K x K)."""
         return self.E @ self.E.T
 
     # -- assumptions (reported, not raised) --------------------------------------------------------
     def assumptions(self) -> dict[str, bool]:
+        """Which of the paper's assumptions this problem meets (reported, never raised).
+
+        Returns
+        -------
+        dict of str to bool
+            ``head_biorthogonal`` (Assumption 1, ``C E^T = I`` to :data:`ASSUMPTION_TOL`),
+            ``labels_in_sequences`` (Assumption 2) and ``embeddings_independent`` (rank ``E`` = K); the
+            tolerances are those of :meth:`assumption_residuals`.
+        """
         res = self.assumption_residuals()
         in_seq = all(y in seq for y, seq in zip(self.labels, self.sequences))
         independent = bool(self.K <= self.d and res["embeddings_independent"][0] > res["embeddings_independent"][1])
@@ -205,6 +320,14 @@ class Problem:
 
     # -- files --------------------------------------------------------------------------------
     def to_json(self) -> dict:
+        """The problem file's JSON document (``head`` only when the file gave one).
+
+        Returns
+        -------
+        dict
+            Keys ``embeddings``, ``head`` (optional), ``sequences``, ``labels``, ``loss``;
+            ``Problem.from_json(p.to_json())`` rebuilds ``p``.
+        """
         out = {"embeddings": self.E.tolist()}
         if self.head_given:
             out["head"] = self.C.tolist()
@@ -220,10 +343,33 @@ class Problem:
         printer.text(f"Problem.from_json({json.dumps(self.to_json(), separators=(', ', ': '))})")
 
     def save(self, path) -> None:
+        """Write :meth:`to_json` to ``path`` (a problem file :meth:`load` reads back)."""
         Path(path).write_text(json.dumps(self.to_json(), indent=1))
 
     @classmethod
     def from_json(cls, doc) -> "Problem":
+        """A validated problem from a problem file's JSON document.
+
+        Parameters
+        ----------
+        doc : dict
+            Keys ``embeddings``, ``sequences``, ``labels``, ``loss`` and optionally ``head`` (no other).
+
+        Returns
+        -------
+        Problem
+
+        Raises
+        ------
+        ProblemError
+            On an unknown or missing key, or a malformed field (see :meth:`create`).
+
+        Examples
+        --------
+        >>> Problem.from_json({"embeddings": [[1, 0], [0, 1]], "sequences": [[0, 1]], "labels": [0],
+        ...                    "loss": "log"}).n
+        1
+        """
         if not isinstance(doc, dict):
             raise ProblemError("file: expected a JSON object with keys " + ", ".join(sorted(FILE_KEYS)))
         unknown = set(doc) - FILE_KEYS
@@ -236,6 +382,24 @@ class Problem:
 
     @classmethod
     def load(cls, path) -> "Problem":
+        """Read and validate a problem file.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A JSON problem file (docs/problem-format.md); ``examples/NAME.json`` that does not exist here is
+            read from the installed package (:func:`shipped_example`).
+
+        Returns
+        -------
+        Problem
+
+        Raises
+        ------
+        ProblemError
+            When the file cannot be read, is not UTF-8 JSON, or is not a valid problem; the message is one
+            line starting ``file PATH:`` or naming the field.
+        """
         path = shipped_example(path) or path
         try:
             text = Path(path).read_text(encoding="utf-8")
@@ -252,13 +416,35 @@ class Problem:
 
     # -- transformations used by the invariance properties --------------------------------------
     def replace(self, **kw) -> "Problem":
+        """A copy with some fields replaced (``embeddings``, ``sequences``, ``labels``, ``loss``, ``head``).
+
+        Returns
+        -------
+        Problem
+            Validated again, like :meth:`create`.
+
+        Examples
+        --------
+        >>> Problem.load("examples/scc_above_token.json").replace(loss="exp").loss
+        'exp'
+        """
         doc = {"embeddings": self.E, "sequences": self.sequences, "labels": self.labels, "loss": self.loss,
                "head": self.C if self.head_given else None}
         doc.update(kw)
         return Problem.create(doc["embeddings"], doc["sequences"], doc["labels"], doc["loss"], doc["head"])
 
     def relabel(self, perm) -> "Problem":
-        """Token ``t`` becomes ``perm[t]``; embeddings and head rows move with their tokens."""
+        """The same problem with token ``t`` renamed ``perm[t]``; embeddings and head rows move with their tokens.
+
+        Parameters
+        ----------
+        perm : array_like of int
+            A permutation of ``range(K)``.
+
+        Returns
+        -------
+        Problem
+        """
         perm = np.asarray(perm)
         inv = np.argsort(perm)
         return Problem.create(self.E[inv], [[int(perm[t]) for t in s] for s in self.sequences],
@@ -266,6 +452,17 @@ class Problem:
                               self.C[inv] if self.head_given else None)
 
     def rotate(self, U) -> "Problem":
-        """Embeddings and head become ``E U``, ``C U`` (U orthogonal d x d): ``W`` becomes ``U^T W U``."""
+        """The same problem in rotated coordinates: embeddings and head become ``E U``, ``C U``.
+
+        Parameters
+        ----------
+        U : numpy.ndarray
+            An orthogonal d x d matrix.
+
+        Returns
+        -------
+        Problem
+            Its trained ``W`` (and ``W^svm``, ``W^fin``) are ``U^T W U``.
+        """
         return Problem.create(self.E @ U, self.sequences, self.labels, self.loss,
                               self.C @ U if self.head_given else None)
