@@ -20,11 +20,35 @@ from theory.core.problem import Problem
 from theory.li2024.subspace import CyclicSubspace, cyclic_subspace
 from theory.li2024.svm import SolverError
 
+__all__ = ["FiniteSolution", "NoFiniteMinimizer", "finite_component"]
+
 GRAD_TOL = 1e-9
 
 
 @dataclass(frozen=True)
 class FiniteSolution:
+    """A certified finite component ``W^fin`` (:func:`finite_component`).
+
+    Attributes
+    ----------
+    W : numpy.ndarray
+        ``W^fin``, d x d, in the cyclic subspace ``S_fin``.
+    theta : numpy.ndarray
+        Its coordinates in the orthonormal basis of ``S_fin``.
+    loss : float
+        ``L̃(W^fin)``.
+    grad_norm, grad_norm0 : float
+        ``||grad_{S_fin} L̃||`` at ``W^fin`` and at 0 (the certificate compares them).
+    iterations : int
+        Newton iterations taken.
+    error_bound : float or None
+        With ``bound``: an a-posteriori bound on ``||W - W^fin||_F``.
+    grad_norm_extended : float or None
+        With ``bound``: the gradient on ``S_fin`` at 40 digits.
+    min_curvature : float or None
+        With ``bound``: the smallest Hessian eigenvalue of ``L̃`` on ``S_fin`` at ``W``.
+    """
+
     W: np.ndarray
     theta: np.ndarray
     loss: float
@@ -170,7 +194,10 @@ class _Objective:
 
 
 class NoFiniteMinimizer(SolverError):
-    """``L̃`` has no finite minimizer on S_fin (it decreases toward infinity along S_fin)."""
+    """``L̃`` has no finite minimizer on S_fin (it decreases toward infinity along S_fin).
+
+    An answer, not a failure: :func:`theory.li2024.analysis.analyze` records its message as
+    ``Analysis.finite_absent``."""
 
 
 # Largest Hessian eigenvalue on S_fin at the answer, relative to its value at W = 0, below which L̃ is
@@ -196,9 +223,46 @@ def _why_no_minimizer(data: TokenData) -> str:
 def finite_component(problem: Problem, graphs: dict[int, TPG] | None = None, space: CyclicSubspace | None = None,
                      loss: str | None = None, name: str = "problem", max_iter: int = 200,
                      bound: bool = False, mask: np.ndarray | None = None) -> FiniteSolution:
-    """``W^fin``, certified by its gradient norm on S_fin; raises :class:`SolverError` otherwise.
-    With ``bound`` also the a-posteriori error bound of :func:`error_bound` (gradient at 40 digits);
-    ``mask`` replaces the label-SCC restriction of ``L̃`` (see :func:`limit_data`)."""
+    """The finite component ``W^fin = argmin_{W ∈ S_fin} L̃(W)``, certified by its gradient norm on S_fin.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (:class:`theory.core.problem.Problem`).
+    graphs : dict, optional
+        Its token-priority graphs by query, computed when omitted.
+    space : CyclicSubspace, optional
+        ``S_fin`` (:func:`theory.li2024.subspace.cyclic_subspace`), computed when omitted.
+    loss : str, optional
+        The loss of ``L̃``; default the problem's own.
+    name : str, default "problem"
+        Named in error messages.
+    max_iter : int, default 200
+        Newton iterations at most.
+    bound : bool, default False
+        Also compute the a-posteriori error bound (:func:`error_bound`, gradient at 40 digits).
+    mask : numpy.ndarray, optional
+        Replaces the label-SCC restriction of ``L̃`` (see :func:`limit_data`).
+
+    Returns
+    -------
+    FiniteSolution
+        ``W = 0`` when ``S_fin`` is ``{0}``.
+
+    Raises
+    ------
+    NoFiniteMinimizer
+        When ``L̃`` decreases toward infinity along ``S_fin`` (the message names the cause).
+    SolverError
+        When Newton's answer fails its certificate.
+
+    Examples
+    --------
+    >>> from theory.core.problem import Problem
+    >>> fin = finite_component(Problem.load("examples/scc_above_token.json"))
+    >>> fin.W.shape, bool(fin.grad_norm <= 1e-9 * max(fin.grad_norm0, 1.0))
+    ((4, 4), True)
+    """
     graphs = graphs or token_priority_graphs(problem)
     space = space or cyclic_subspace(problem, graphs)
     d = problem.d

@@ -25,16 +25,24 @@ from theory.core.exact import (DISTANCE_TOL, ExactCertificateError, certify_exac
 from theory.li2024.graphs import TPG, token_priority_graphs
 from theory.core.problem import Problem
 
+__all__ = ["GraphSVMInfeasible", "SVMSolution", "SolverError", "graph_svm"]
+
 TOL = 1e-9  # certificate tolerance, relative to the constraint scale (after the active-set polish)
 RAW_TOL = 1e-6  # the interior-point answer itself, before the polish
 
 
 class SolverError(RuntimeError):
-    """A numerical answer that could not be certified."""
+    """A numerical answer that could not be certified (its message names the problem and the check that failed).
+
+    :class:`GraphSVMInfeasible` and :class:`theory.li2024.finite.NoFiniteMinimizer` are answers, not
+    failures, and subclass it so that one ``except SolverError`` catches every "no certified number"."""
 
 
 class GraphSVMInfeasible(SolverError):
-    """The Graph-SVM constraints admit no W (certified by an independent LP)."""
+    """The Graph-SVM constraints admit no ``W`` (possible only with dependent embeddings).
+
+    Confirmed by an independent LP (scipy HiGHS) and, with ``exact``, by an exact Farkas certificate
+    (attribute ``farkas``)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,21 @@ def constraints(problem: Problem, graphs: dict[int, TPG] | None = None, reachabi
 
 @dataclass(frozen=True)
 class SVMSolution:
+    """A certified Graph-SVM solution (:func:`graph_svm`).
+
+    Attributes
+    ----------
+    W : numpy.ndarray
+        ``W^svm``, d x d (zero when no ``⇒`` edge exists).
+    margins : numpy.ndarray
+        ``(e_i - e_j)^T W e_k`` for each ``(i ⇒ j)`` edge of each graph ``G^(k)`` (>= 1).
+    duals : numpy.ndarray
+        The multipliers ``λ >= 0`` of the ``>= 1`` constraints.
+    certificate : dict
+        What was checked: ``certificate`` is ``"exact"`` (rational arithmetic) or ``"float"``, with the
+        residuals of feasibility, stationarity and complementary slackness.
+    """
+
     W: np.ndarray
     margins: np.ndarray  # (e_i - e_j)^T W e_k for each (i ⇒ j)
     duals: np.ndarray  # λ for the >= 1 constraints
@@ -74,6 +97,7 @@ class SVMSolution:
 
     @property
     def norm(self) -> float:
+        """``||W^svm||_F``."""
         return float(np.linalg.norm(self.W))
 
 
@@ -163,11 +187,44 @@ def _confirm_infeasible(cons: Constraints, name: str, E: np.ndarray | None = Non
 
 def graph_svm(problem: Problem, graphs: dict[int, TPG] | None = None, reachability: bool = False,
               name: str = "problem", exact: bool = True) -> SVMSolution:
-    """Solve and certify the Graph-SVM.  ``W^svm = 0`` is recognised without a solver when no ``⇒`` exists.
+    """Solve and certify the Graph-SVM: the min-norm ``W`` separating each graph's priority orders.
 
-    With ``exact`` (the default) the answer is also certified in rational arithmetic from the float64
-    data (:mod:`theory.core.exact`): ``certificate["certificate"] == "exact"``, with the float answer's
-    relative distance from the exact one; infeasibility carries an exact Farkas certificate.
+    ``W^svm = 0`` is recognised without a solver when no ``⇒`` exists.  With ``exact`` (the default) the
+    answer is also certified in rational arithmetic from the float64 data (:mod:`theory.core.exact`):
+    ``certificate["certificate"] == "exact"``, with the float answer's relative distance from the exact
+    one; infeasibility carries an exact Farkas certificate.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (:class:`theory.core.problem.Problem`).
+    graphs : dict, optional
+        Its token-priority graphs by query (:func:`theory.li2024.graphs.token_priority_graphs`), computed
+        when omitted.
+    reachability : bool, default False
+        Use ``i ⇒* j`` (reachability) instead of the graphs' edges as the ``>= 1`` constraints.
+    name : str, default "problem"
+        Named in error messages.
+    exact : bool, default True
+        Also certify the answer in exact rational arithmetic.
+
+    Returns
+    -------
+    SVMSolution
+
+    Raises
+    ------
+    GraphSVMInfeasible
+        When no ``W`` meets the constraints (certified).
+    SolverError
+        When the solver's answer fails its certificate.
+
+    Examples
+    --------
+    >>> from theory.core.problem import Problem
+    >>> sol = graph_svm(Problem.load("examples/scc_above_token.json"))
+    >>> sol.certificate["certificate"], round(sol.norm, 6), bool(sol.margins.min() >= 1 - 1e-9)
+    ('exact', 1.0, True)
     """
     cons = constraints(problem, graphs, reachability)
     d = problem.d
