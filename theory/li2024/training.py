@@ -28,9 +28,29 @@ from theory.li2024.analysis import Analysis
 from theory.li2024.losses import TokenData, loss_and_grad_scores, loss_grad_and_floor, sample_attention
 from theory.core.problem import Problem
 
+__all__ = ["Checkpoint", "Trajectory", "log_checkpoints", "resume", "train", "truncate"]
+
 
 def log_checkpoints(steps: int, per_decade: int = 8) -> np.ndarray:
-    """0, 1, ..., steps at roughly ``per_decade`` log-spaced points per decade (always includes ``steps``)."""
+    """Log-spaced checkpoint steps: 0, 1, ..., ``steps``.
+
+    Parameters
+    ----------
+    steps : int
+        The last step (always included).
+    per_decade : int, default 8
+        Roughly how many checkpoints per decade of steps.
+
+    Returns
+    -------
+    numpy.ndarray
+        Sorted, distinct int64 steps starting at 0.
+
+    Examples
+    --------
+    >>> log_checkpoints(100).tolist()
+    [0, 1, 2, 3, 4, 6, 7, 10, 13, 18, 24, 32, 42, 56, 75, 100]
+    """
     if steps <= 0:
         return np.array([0])
     pts = np.unique(np.round(np.logspace(0, np.log10(steps), max(2, int(per_decade * np.log10(steps + 1)) + 1))))
@@ -82,6 +102,26 @@ def normalized_scale(eta: float, grad_norm: float, floor: float) -> float:
 
 @dataclass
 class Checkpoint:
+    """The state of a GD run at one step, with the paper's metrics.
+
+    Attributes
+    ----------
+    step : int
+        The step (0 is ``W(0)``).
+    W : numpy.ndarray
+        The d x d attention weights.
+    loss : float
+        ``L(W)``.
+    norm : float
+        ``||W||_F``.
+    correlation, finite_error, svm_coefficient, fit_residual, top_scc_mass : float or None
+        With an analysis (None otherwise, and ``correlation`` None when ``W^svm = 0``):
+        ``<W, W^svm> / (||W|| ||W^svm||)``; ``||Π_S W - W^fin||``; ``<W, W^svm/||W^svm||>``;
+        ``min_R ||W^fin + R W^svm - W||``; the smallest, over samples, of the largest attention mass one SCC
+        receives.
+    grad_norm : float
+        ``||grad_W L||_F``.
+    """
     step: int
     W: np.ndarray
     loss: float
@@ -96,6 +136,19 @@ class Checkpoint:
 
 @dataclass
 class Trajectory:
+    """A GD run: its checkpoints, step size and mode, and the seconds it took.
+
+    Attributes
+    ----------
+    checkpoints : list of Checkpoint
+        In step order.
+    eta : float
+        The step size.
+    normalized : bool
+        Normalized GD (``η/||g||`` steps) rather than plain GD.
+    seconds : float
+        Wall time of the GD loop.
+    """
     checkpoints: list[Checkpoint]
     eta: float
     normalized: bool
@@ -103,9 +156,11 @@ class Trajectory:
 
     @property
     def final(self) -> Checkpoint:
+        """The last checkpoint."""
         return self.checkpoints[-1]
 
     def series(self, name: str) -> np.ndarray:
+        """One metric over the checkpoints (``"loss"``, ``"correlation"``, ...), NaN where it is None."""
         return np.array([getattr(c, name) if getattr(c, name) is not None else np.nan for c in self.checkpoints],
                         dtype=float)
 
@@ -130,8 +185,49 @@ def top_scc_mass(A: np.ndarray, problem: Problem, membership: np.ndarray) -> flo
 
 def train(problem: Problem, steps: int, eta: float, normalized: bool = False, W0: np.ndarray | None = None,
           analysis: Analysis | None = None, checkpoints=None, engine: str = "auto") -> Trajectory:
-    """Run GD (plain or normalized) for ``steps`` steps from ``W0`` (default 0) with metrics at log-spaced
-    checkpoints.  Metrics that need ``W^svm``/``W^fin`` are computed when ``analysis`` is given."""
+    """Gradient descent on ``L(W)`` (plain or normalized) with metrics at log-spaced checkpoints.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (:class:`theory.core.problem.Problem`).
+    steps : int
+        Number of GD steps.
+    eta : float
+        Step size, > 0 (:func:`theory.li2024.losses.safe_step` gives one below ``1/β``).
+    normalized : bool, default False
+        Normalized GD: steps ``η g/||g||`` (none below the rounding floor; see the module docstring).
+    W0 : numpy.ndarray, optional
+        The d x d start; default 0.
+    analysis : Analysis, optional
+        :func:`theory.li2024.analysis.analyze`'s answer: the checkpoints then carry the metrics that need
+        ``W^svm`` and ``W^fin`` (correlation, finite error, ...).
+    checkpoints : array_like of int, optional
+        The steps to record; default :func:`log_checkpoints`.
+    engine : {"auto", "numpy", "compiled", "extended"}
+        ``numpy`` is the reference loop, ``compiled`` its numba version (``auto``: compiled when numba
+        imports), ``extended`` 50-digit arithmetic (slow).
+
+    Returns
+    -------
+    Trajectory
+
+    Raises
+    ------
+    ValueError
+        On a ``W0`` of the wrong shape, a step size that is not a positive number or an unknown engine.
+    FloatingPointError
+        When the loss diverges.
+
+    Examples
+    --------
+    >>> from theory.core.problem import Problem
+    >>> from theory.li2024.analysis import analyze
+    >>> p = Problem.load("examples/scc_above_token.json")
+    >>> run = train(p, 200, 0.5, analysis=analyze(p), engine="numpy")
+    >>> run.final.step, run.final.loss < run.checkpoints[0].loss, run.final.correlation > 0.9
+    (200, True, True)
+    """
     d = problem.d
     E = problem.E
     W0 = np.zeros((d, d)) if W0 is None else np.asarray(W0, dtype=float)
@@ -173,10 +269,38 @@ def train(problem: Problem, steps: int, eta: float, normalized: bool = False, W0
 
 def resume(problem: Problem, traj: Trajectory, steps: int, analysis: Analysis | None = None,
            engine: str = "auto") -> Trajectory:
-    """``traj`` continued to ``steps`` steps: GD restarted from its last iterate (plain and normalized GD
-    keep no state but ``W``), with the checkpoints a run of ``steps`` steps from the start would have past
-    the old end.  The escalations of :mod:`theory.core.decision` use it instead of training from zero:
-    escalating 10x then costs 9x, not 11x, the first budget."""
+    """A run continued to ``steps`` steps, resumed from its last iterate.
+
+    Plain and normalized GD keep no state but ``W``; the new checkpoints are those a run of ``steps`` steps
+    from the start would have past the old end.  The escalations of :mod:`theory.core.decision` use it
+    instead of training from zero: escalating 10x then costs 9x, not 11x, the first budget.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem ``traj`` was trained on.
+    traj : Trajectory
+        The run so far.
+    steps : int
+        The total number of steps wanted (``traj`` is returned unchanged when it already has them).
+    analysis : Analysis, optional
+        As for :func:`train`.
+    engine : str, default "auto"
+        As for :func:`train`.
+
+    Returns
+    -------
+    Trajectory
+        ``traj``'s checkpoints followed by the new ones.
+
+    Examples
+    --------
+    >>> from theory.core.problem import Problem
+    >>> p = Problem.load("examples/scc_above_token.json")
+    >>> longer = resume(p, train(p, 10, 0.5, engine="numpy"), 100, engine="numpy")
+    >>> longer.final.step, [c.step for c in longer.checkpoints][-3:]
+    (100, [56, 75, 100])
+    """
     done = traj.final.step
     if steps <= done:
         return traj
@@ -189,8 +313,19 @@ def resume(problem: Problem, traj: Trajectory, steps: int, analysis: Analysis | 
 
 
 def truncate(traj: Trajectory, steps: int) -> Trajectory:
-    """The same run as it stood after ``steps`` steps (its checkpoints up to ``steps``): a recorded long run
-    judged again at an earlier budget, e.g. against a planted wrong target."""
+    """The same run as it stood after ``steps`` steps (its checkpoints up to ``steps``).
+
+    A recorded long run judged again at an earlier budget, e.g. against a planted wrong target.
+
+    Parameters
+    ----------
+    traj : Trajectory
+    steps : int
+
+    Returns
+    -------
+    Trajectory
+    """
     return replace(traj, checkpoints=[c for c in traj.checkpoints if c.step <= steps])
 
 
