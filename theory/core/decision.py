@@ -34,13 +34,22 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["ESCALATION", "Outcome", "Statistic", "Verdict", "budget_ladder", "combine", "sequential"]
+__all__ = ["ACCEPT", "BETWEEN", "ESCALATION", "REJECT", "Outcome", "Statistic", "Verdict", "budget_ladder", "combine",
+           "sequential", "zone"]
 
 # Consecutive budgets differ by this factor: one decade, the unit in which the theorems' rates are stated.
 ESCALATION = 10
 
 
 class Outcome(str, enum.Enum):
+    """A claim's outcome on one problem (its ``value`` is what ``tpg check`` prints as ``verdict``).
+
+    Examples
+    --------
+    >>> Outcome("undecided") is Outcome.UNDECIDED, Outcome.HOLDS.value
+    (True, 'holds')
+    """
+
     HOLDS = "holds"
     FAILS = "fails"
     UNDECIDED = "undecided"
@@ -49,14 +58,26 @@ class Outcome(str, enum.Enum):
     ERROR = "error"
 
 
+#: The zones of a :class:`Statistic`: its accept zone, the indifference zone between, its reject zone.
 ACCEPT, BETWEEN, REJECT = "accept", "between", "reject"
 
 
 @dataclass(frozen=True)
 class Statistic:
-    """One statistic judged at one budget: its value, which zone it is in, and why (one phrase each).
+    """One statistic judged at one budget: its value, which zone it is in, and why.
 
-    ``trend``: the statistic compares two budgets, so a reject is already confirmed evidence."""
+    Parameters
+    ----------
+    name : str
+        The same name at every budget (:func:`combine` confirms a reject by it).
+    value : float
+    zone : str
+        :data:`ACCEPT`, :data:`BETWEEN` or :data:`REJECT` (see :func:`zone`).
+    why : str
+        One phrase, shown as the verdict's reason when the statistic rejects or is pending.
+    trend : bool, default False
+        The statistic compares two budgets, so a reject is already confirmed evidence.
+    """
 
     name: str
     value: float
@@ -69,7 +90,30 @@ class Statistic:
 class Verdict:
     """A claim's decision on one run: outcome, reason, every measure, and the budget it took.
 
-    ``statistics`` are the last budget's; ``history`` lists ``(budget, outcome at that budget)``."""
+    Parameters
+    ----------
+    outcome : Outcome
+    measures : dict
+        Every number the judge measured (JSON-ready through :meth:`as_dict`).
+    statistics : list of Statistic
+        The last budget's.
+    budget : int
+        The last budget (steps, or the claim's unit).
+    history : list of (int, str)
+        ``(budget, outcome at that budget)``, ``"escalate"`` for a budget that led to the next.
+    seconds : float
+        Wall time (set by :meth:`theory.core.claims.Claim.check`).
+    reason_text : str
+        Overrides the reason built from the statistics.
+    trail : list of dict
+        The measures at every budget, first to last.
+
+    Examples
+    --------
+    >>> v = Verdict(Outcome.FAILS, {"rise": 0.1}, [Statistic("rise", 0.1, REJECT, "the loss rose")])
+    >>> v.passed, v.reason, v.as_dict()["verdict"]
+    (False, 'the loss rose', 'fails')
+    """
 
     outcome: Outcome
     measures: dict
@@ -82,18 +126,22 @@ class Verdict:
 
     @property
     def passed(self) -> bool:
+        """Whether the outcome is HOLDS."""
         return self.outcome is Outcome.HOLDS
 
     @property
     def failures(self) -> list[str]:
+        """The ``why`` of each statistic in its reject zone."""
         return [s.why for s in self.statistics if s.zone == REJECT]
 
     @property
     def pending(self) -> list[str]:
+        """The ``why`` of each statistic between the zones."""
         return [s.why for s in self.statistics if s.zone == BETWEEN]
 
     @property
     def reason(self) -> str:
+        """One line: ``reason_text`` when given, else built from the outcome and the statistics."""
         if self.reason_text:
             return self.reason_text
         if self.outcome is Outcome.HOLDS:
@@ -129,8 +177,25 @@ class Verdict:
 
 
 def zone(value: float, accept: Callable[[float], bool], reject: Callable[[float], bool]) -> str:
-    """ACCEPT when ``accept(value)``, REJECT when ``reject(value)``, BETWEEN otherwise (accept wins: the
-    zones are disjoint by construction, and a NaN lands BETWEEN)."""
+    """The zone a value is in.
+
+    Parameters
+    ----------
+    value : float
+    accept, reject : callable
+        Predicates on the value: its accept zone and its reject zone.
+
+    Returns
+    -------
+    str
+        :data:`ACCEPT` when ``accept(value)``, :data:`REJECT` when ``reject(value)``, :data:`BETWEEN`
+        otherwise (accept wins: the zones are disjoint by construction, and a NaN lands BETWEEN).
+
+    Examples
+    --------
+    >>> [zone(x, lambda v: v < 1, lambda v: v > 2) for x in (0.5, 1.5, 3.0, float("nan"))]
+    ['accept', 'between', 'reject', 'between']
+    """
     if accept(value):
         return ACCEPT
     if reject(value):
@@ -141,9 +206,26 @@ def zone(value: float, accept: Callable[[float], bool], reject: Callable[[float]
 def combine(statistics: Sequence[Statistic], earlier: Verdict | None) -> Outcome:
     """The decision at one budget, from that budget's statistics and the verdict one budget before.
 
-    HOLDS when every statistic accepts; FAILS when a statistic rejects and the rejection is confirmed (a
-    trend statistic, or the same statistic rejected at the budget before); else UNDECIDED (the caller
-    escalates unless ``last_budget``)."""
+    Parameters
+    ----------
+    statistics : sequence of Statistic
+        This budget's.
+    earlier : Verdict or None
+        The verdict one budget before (None at the first budget).
+
+    Returns
+    -------
+    Outcome
+        HOLDS when every statistic accepts; FAILS when a statistic rejects and the rejection is confirmed
+        (a trend statistic, or the same statistic rejected at the budget before); else UNDECIDED (the
+        caller escalates unless at its last budget).
+
+    Examples
+    --------
+    >>> bad = Statistic("rise", 0.1, REJECT)
+    >>> combine([bad], None), combine([bad], Verdict(Outcome.UNDECIDED, {}, [bad]))
+    (<Outcome.UNDECIDED: 'undecided'>, <Outcome.FAILS: 'fails'>)
+    """
     if all(s.zone == ACCEPT for s in statistics):
         return Outcome.HOLDS
     before = {s.name for s in (earlier.statistics if earlier is not None else []) if s.zone == REJECT}
@@ -153,8 +235,21 @@ def combine(statistics: Sequence[Statistic], earlier: Verdict | None) -> Outcome
 
 
 def budget_ladder(first: int, maximum: int) -> list[int]:
-    """``first, 10 first, 100 first, ...`` up to the one nearest ``maximum`` on a log scale (at least ``[first]``;
-    the last is within a factor ``sqrt(ESCALATION)`` of ``maximum``).
+    """The budgets of an escalation: ``first, 10 first, 100 first, ...`` up to the one nearest ``maximum``.
+
+    Returns
+    -------
+    list of int
+        At least ``[first]``; the last is within a factor ``sqrt(ESCALATION)`` of ``maximum`` on a log
+        scale.
+
+    Examples
+    --------
+    >>> budget_ladder(100, 10_000), budget_ladder(100, 25_000), budget_ladder(100, 50)
+    ([100, 1000, 10000], [100, 1000, 10000], [100])
+
+    Notes
+    -----
 
     Nearest, not "at most": a claim's power must not depend on where inside a decade its first budget
     falls.  With "at most", a first budget of 1.02e5 under a maximum of 1e7 stopped at 1.02e6, one
@@ -171,9 +266,34 @@ def sequential(judge: Callable[[object, Verdict | None], list[Statistic] | tuple
                ) -> tuple[Verdict, object]:
     """Decide a claim on ``run`` (trained for ``budgets[0]``), escalating through ``budgets``.
 
-    ``judge(run, earlier)`` returns ``(statistics, measures)`` for the run at its budget (``earlier``: the
-    verdict one budget before, or None); ``extend(run, steps)`` returns the same run continued to ``steps``
-    (resumed from its last state, not restarted).  Returns the final verdict and the run it judged."""
+    Parameters
+    ----------
+    judge : callable
+        ``judge(run, earlier) -> (statistics, measures)`` for the run at its budget (``earlier``: the
+        verdict one budget before, or None).
+    budgets : sequence of int
+        Non-empty, increasing (:func:`budget_ladder`).
+    run : object
+        The run at ``budgets[0]`` (e.g. a :class:`theory.li2024.training.Trajectory`).
+    extend : callable
+        ``extend(run, steps)``: the same run continued to ``steps`` (resumed, not restarted).
+
+    Returns
+    -------
+    verdict : Verdict
+        The final verdict, with its ``history`` and ``trail``.
+    run : object
+        The run it judged last.
+
+    Examples
+    --------
+    A statistic that stays in its reject zone fails at the second budget:
+
+    >>> judge = lambda run, earlier: ([Statistic("x", run, REJECT, "x too large")], {"x": run})
+    >>> v, _ = sequential(judge, [10, 100, 1000], 10, lambda run, steps: steps)
+    >>> v.outcome.value, v.history
+    ('fails', [(10, 'escalate'), (100, 'fails')])
+    """
     start = time.perf_counter()
     earlier: Verdict | None = None
     history: list[tuple[int, str]] = []
