@@ -26,8 +26,8 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-MODULES = ["properties.tian2023.test_model", "properties.tian2023.test_theorems",
-           "properties.tian2023.test_reproductions"]
+MODULES = ["properties/tian2023/test_model.py", "properties/tian2023/test_theorems.py",
+           "properties/tian2023/test_reproductions.py"]
 
 
 def main(argv=None):
@@ -37,8 +37,6 @@ def main(argv=None):
     ap.add_argument("-k", default="", help="only properties whose name contains this")
     ap.add_argument("--engines", default="numpy,compiled", help="which engines to time (ratio needs both)")
     args = ap.parse_args(argv)
-
-    import importlib
 
     from hypothesis import settings
 
@@ -56,17 +54,16 @@ def main(argv=None):
     integrate(cl, 1.0, eta_y=1.0, eta_z=1.0, decoder="tied", n_eval=2)
     population_gd(cl, steps=1, eta_y=1.0, eta_z=1.0)
 
+    from benchmarks.collected import collect
+
     tests = []
-    for name in MODULES:
-        mod = importlib.import_module(name)
-        for fname, fn in vars(mod).items():
-            if not fname.startswith("test_") or not callable(fn) or args.k not in fname:
-                continue
-            if getattr(fn, "pytestmark", None) and any(m.name == "parametrize" for m in fn.pytestmark):
-                continue
-            if not hasattr(fn, "hypothesis") and inspect.signature(fn).parameters:
-                continue
-            tests.append((name.split(".")[-1], fname, fn))
+    for item in collect(*(os.path.join(ROOT, m) for m in MODULES)):  # pytest imports the test modules
+        fn, fname = item.function, item.function.__name__
+        if args.k not in fname or hasattr(item, "callspec"):  # parametrized: bad-input tests
+            continue
+        if not hasattr(fn, "hypothesis") and inspect.signature(fn).parameters:
+            continue
+        tests.append((item.module.__name__.split(".")[-1], fname, fn))
 
     rows = []
     engines = args.engines.split(",")

@@ -21,18 +21,22 @@ from hypothesis.statistics import collector  # noqa: E402
 
 
 def property_under_test(name: str):
+    from hypothesis import strategies as st
+
+    from benchmarks.collected import property_function
+
     if name == "theorem2":
-        from properties.li2024 import test_theorem2 as m
+        from properties.li2024.runs import NONZERO_SVM, REGPATH_CONDITION
+        from strategies.problems import drawn_problems
 
-        return m.test_theorem2_regularization_path_converges.hypothesis.inner_test, {
-            "dp": m.drawn_problems(structures=m.NONZERO_SVM, max_condition=m.REGPATH_CONDITION)}
+        fn = property_function("properties/li2024/test_theorem2.py::test_theorem2_regularization_path_converges")
+        return fn.hypothesis.inner_test, {"dp": drawn_problems(structures=NONZERO_SVM, max_condition=REGPATH_CONDITION)}
     if name == "theorem1":
-        from hypothesis import strategies as st
+        from properties.li2024.runs import step_fractions
 
-        from properties.li2024 import test_theorem1 as m
-
-        return m.test_gd_log_loss_converges_to_svm_direction_and_finite_part.hypothesis.inner_test, {
-            "data": st.data(), "fraction": m.step_fractions}
+        fn = property_function(
+            "properties/li2024/test_theorem1.py::test_gd_log_loss_converges_to_svm_direction_and_finite_part")
+        return fn.hypothesis.inner_test, {"data": st.data(), "fraction": step_fractions}
     raise SystemExit(f"error: unknown property {name!r} (theorem1, theorem2)")
 
 

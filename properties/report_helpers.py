@@ -79,7 +79,7 @@ def _card(title):
                        "finite_error": [3.0, 1.0, 0.3, 0.1]}}
 
 
-def _hyp(examples, events=None, shrinks=0):
+def hypothesis_statistics(examples, events=None, shrinks=0):
     return {"examples": examples, "invalid": 2, "failing": int(shrinks > 0), "shrink_steps": shrinks,
             "shrinks_successful": shrinks // 2, "stopped_because": "settings.max_examples=12",
             "events": events or {}, "event_cases": examples, "median_runtime": 0.001,
@@ -100,11 +100,11 @@ def write_synthetic_run(run_dir: Path, n_cards: int = 2) -> None:
     inputs = [{"K": k, "n": 3, "T": 3, "n_sccs": k % 3 + 1, "dim_sfin": 1, "svm_norm": 1.0 + k / 7} for k in range(2, 9)]
     gw0 = [
         {"nodeid": "properties/test_a.py::test_t1", "worker": "gw0", "theorem": "Theorem 1", "outcome": "passed",
-         "duration": 2.5, "text": "", "hypothesis": [_hyp(12, {"cyclic": 7, "acyclic": 5})],
+         "duration": 2.5, "text": "", "hypothesis": [hypothesis_statistics(12, {"cyclic": 7, "acyclic": 5})],
          "records": {"inputs": inputs, "metrics": [{"mean correlation": 0.98}]}},
         {"nodeid": "properties/test_a.py::test_t2", "worker": "gw0", "theorem": "Theorem 2", "outcome": "failed",
          "duration": 1.5, "text": "AssertionError: corr 0.42 < 0.9", "reproduce_blob": "@reproduce_failure('6', b'AA')",
-         "hypothesis": [_hyp(5, shrinks=8)],
+         "hypothesis": [hypothesis_statistics(5, shrinks=8)],
          "records": {"counterexample": [_card(f"card {i}") for i in range(n_cards)]}},
     ]
     gw1 = [

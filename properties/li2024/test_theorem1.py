@@ -22,7 +22,7 @@ from theory.li2024.losses import safe_step
 from theory.core.problem import Problem
 from theory.li2024.training import resume, train, truncate
 from properties.li2024.runs import initial_weights, run_theorem1, step_fractions, theorem_problems
-from theory.li2024.plants import _wrong_direction
+from theory.li2024.plants import wrong_direction
 
 zero_problems = trainable_problems(shapes=("svm_zero",))
 
@@ -156,7 +156,7 @@ def test_criterion_rejects_a_wrong_target(data):
     def verdict(target):
         return criteria.theorem1_decide(traj, target, extender(p, an, recorded=judged))[0]
 
-    wrong_svm = replace(an.svm, W=an.svm.norm * _wrong_direction(an, 35.0, data.draw(st.integers(0, 99), label="seed")))
+    wrong_svm = replace(an.svm, W=an.svm.norm * wrong_direction(an, 35.0, data.draw(st.integers(0, 99), label="seed")))
     v = verdict(replace(an, svm=wrong_svm))
     record_margins(v, "planted", only=("direction",))
     assert v.outcome is criteria.Outcome.FAILS, f"criterion did not reject a direction 35° off W^svm: {v}\nproblem file: {describe(p)}"
@@ -221,7 +221,7 @@ def test_direction_trend_rejects_a_slightly_wrong_target(data):
         not_judged("truth undecided at the maximum budget")
     assert truth.passed, f"precondition: the true target holds: {truth}\nproblem file: {describe(p)}"
     angle = data.draw(st.sampled_from(TREND_ANGLES), label="angle")
-    wrong = replace(an, svm=replace(an.svm, W=an.svm.norm * _wrong_direction(an, angle, data.draw(st.integers(0, 99), label="seed"))))
+    wrong = replace(an, svm=replace(an.svm, W=an.svm.norm * wrong_direction(an, angle, data.draw(st.integers(0, 99), label="seed"))))
     v, _ = criteria.theorem1_decide(traj, wrong, extender(p, an, recorded=recorded))
     gamma = v.measures.get("direction_trend")
     event(f"wrong target {angle:g}° decided at budget {len(v.history)}: {v.outcome.value}")
@@ -252,7 +252,7 @@ def test_problem_dependent_direction_constant_is_accepted_by_its_trend():
         f"the case is about a direction rate above the first budget's accept zone: {first}"
     v, longer = criteria.theorem1_decide(traj, an, extender(p, an))
     assert v.passed and len(v.history) >= 2, str(v)
-    wrong = replace(an, svm=replace(an.svm, W=an.svm.norm * _wrong_direction(an, 20.0, 0)))
+    wrong = replace(an, svm=replace(an.svm, W=an.svm.norm * wrong_direction(an, 20.0, 0)))
     v = criteria.theorem1_decide(traj, wrong, extender(p, an, recorded=longer))[0]
     record_margins(v, "planted", only=("direction",))
     assert v.outcome is criteria.Outcome.FAILS, str(v)
@@ -320,7 +320,7 @@ def test_correlation_may_dip_when_a_tight_row_has_a_zero_multiplier():
     assert v.passed, str(v)
     mid = criteria._at(longer, longer.final.step / 10)
     assert _corr(longer.final.W, an) < _corr(mid.W, an), "the case is about a correlation that falls"
-    wrong = replace(an, svm=replace(an.svm, W=an.svm.norm * _wrong_direction(an, 35.0, 0)))
+    wrong = replace(an, svm=replace(an.svm, W=an.svm.norm * wrong_direction(an, 35.0, 0)))
     v = criteria.theorem1_decide(traj, wrong, extender(p, an, recorded=longer))[0]
     assert v.outcome is criteria.Outcome.FAILS, str(v)
 
@@ -401,6 +401,6 @@ def test_valid_slow_transients_are_never_failed(name, W0):
     record_margins(v, "valid", only=("direction",))
     assert v.outcome is not criteria.Outcome.FAILS, f"a valid run was failed: {v}"
     assert v.budget == criteria.budgets(traj.final.step)[-1] or v.passed, v
-    wrong = replace(an, svm=replace(an.svm, W=an.svm.norm * _wrong_direction(an, 35.0, 0)))
+    wrong = replace(an, svm=replace(an.svm, W=an.svm.norm * wrong_direction(an, 35.0, 0)))
     v = criteria.theorem1_decide(traj, wrong, extender(p, an, recorded=longer))[0]
     assert v.outcome is criteria.Outcome.FAILS, str(v)

@@ -20,7 +20,7 @@ from properties.search import assert_found_within
 from reports.record import record_metrics
 from theory.li2024.relaxations import svm_infeasible, theorem1_fails
 from properties.li2024.runs import certified_path, initial_weights, run_theorem1, theorem_problems
-from theory.li2024.plants import _wrong_direction, reversed_edge_svms
+from theory.li2024.plants import wrong_direction, reversed_edge_svms
 from theory.li2024.regpath_verdict import direction_verdict, margins_for
 from strategies.problems import drawn_problems
 from strategies.relaxations import relaxed_cases
@@ -60,10 +60,10 @@ def _accepts(traj, an) -> bool:
 
 
 @pytest.mark.parametrize("random_seed", SEEDS)
-def test_finds_theorem1_against_a_wrong_direction(random_seed):
+def test_finds_theorem1_against_awrong_direction(random_seed):
     def planted_fails(x):
         an, traj, s = x
-        wrong = replace(an.svm, W=an.svm.norm * _wrong_direction(an, 35.0, s))
+        wrong = replace(an.svm, W=an.svm.norm * wrong_direction(an, 35.0, s))
         return not _accepts(traj, replace(an, svm=wrong))
 
     found_within(theorem1_runs(), planted_fails, key="wrong direction", random_seed=random_seed,

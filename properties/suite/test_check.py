@@ -53,13 +53,13 @@ def test_check_prints_one_verdict_per_claim_and_agrees_with_the_decision():
 def test_check_exits_1_on_a_planted_violation(monkeypatch, capsys):
     """W^svm replaced by a direction 35° off it inside the analysis the claim uses: Theorem 1 fails."""
     import theory.li2024.analysis as analysis
-    from theory.li2024.plants import _wrong_direction
+    from theory.li2024.plants import wrong_direction
 
     real = analysis.analyze
 
     def planted(problem, *a, **kw):
         an = real(problem, *a, **kw)
-        return replace(an, svm=replace(an.svm, W=an.svm.norm * _wrong_direction(an, 35.0, 0)))
+        return replace(an, svm=replace(an.svm, W=an.svm.norm * wrong_direction(an, 35.0, 0)))
 
     monkeypatch.setattr(analysis, "analyze", planted)
     rc = main(["check", str(ROOT / "examples/scc_above_token.json"), "--claim", "theorem1"])

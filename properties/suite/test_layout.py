@@ -92,3 +92,28 @@ def test_the_checks_catch_planted_violations(tmp_path, planted):
         assert not list(nx.simple_cycles(g)) and not layer_violations(g)
         (tmp_path / "theory/core/b.py").write_text("import theory.li2024.a\n")
         assert layer_violations(module_graph(tmp_path, ("theory",)))
+
+
+def imports_of_test_modules(g: nx.DiGraph) -> list[str]:
+    """Edges of ``g`` into a test module (``test_*``)."""
+    return [f"{a} imports {b}" for a, b in g.edges if b.rsplit(".", 1)[-1].startswith("test_")]
+
+
+def test_no_module_imports_a_test_module():
+    """As in data-apis/array-api-tests, test modules are pytest's entry points only: what several share lives
+    in a helper module (``properties/helpers.py``, ``properties/li2024/runs.py``, ``properties/report_helpers.py``),
+    in ``strategies/``, or with its claim (planted wrong targets: ``theory/li2024/plants.py``); a benchmark
+    that runs a property gets it from pytest's collection (``benchmarks/collected.py``)."""
+    bad = imports_of_test_modules(module_graph(ROOT, PACKAGES + ("properties", "benchmarks")))
+    assert not bad, "\n".join(bad)
+
+
+def test_the_test_module_check_catches_a_planted_import(tmp_path):
+    (tmp_path / "properties/li2024").mkdir(parents=True)
+    for f in ("properties/__init__.py", "properties/li2024/__init__.py", "properties/li2024/test_a.py"):
+        (tmp_path / f).write_text("x = 1\n")
+    (tmp_path / "properties/li2024/test_b.py").write_text("def f():\n    from properties.li2024 import test_a\n")
+    (tmp_path / "properties/helpers.py").write_text("from properties.li2024.test_a import x\n")
+    bad = imports_of_test_modules(module_graph(tmp_path, ("properties",)))
+    assert sorted(bad) == ["properties.helpers imports properties.li2024.test_a",
+                           "properties.li2024.test_b imports properties.li2024.test_a"], bad

@@ -27,7 +27,7 @@ import pytest
 
 from reports import generate
 from reports.plugin import replay_command
-from properties.report_helpers import Page, _hyp, check_page, write_synthetic_run
+from properties.report_helpers import Page, check_page, hypothesis_statistics, write_synthetic_run
 
 pytestmark = pytest.mark.theorem("Report")
 
@@ -219,7 +219,7 @@ def test_stress_run_gets_a_seed_that_replays(tmp_path):
     assert f"--hypothesis-seed={run['seed']}" in run["rerun"] and "--hypothesis-profile=stress" in run["rerun"]
     first = generate.load_run(run_dir)["tests"]["test_synth.py::test_holds"]["records"]["inputs"]
     command = shlex.split(replay_command(run, "test_synth.py::test_holds"))
-    assert command[:3] == ["python", "-m", "pytest"]
+    assert command[:3] == [os.path.abspath(sys.executable), "-m", "pytest"]  # the interpreter that ran
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     subprocess.run([sys.executable, *command[1:], "--report-root", str(tmp_path / "reports")],
                    capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
@@ -652,7 +652,7 @@ class ClaimCards(HTMLParser):
 
 
 def _judged_hyp(examples, not_judged):
-    return {**_hyp(examples), "judged": examples, "not_judged": not_judged}
+    return {**hypothesis_statistics(examples), "judged": examples, "not_judged": not_judged}
 
 
 def _claims_run(run_dir: Path, claims) -> dict:

@@ -1,6 +1,6 @@
 """Planted violations the Li et al. 2024 claims are calibrated with: wrong targets a claim's criterion must reject.
 
-* :func:`_wrong_direction` -- a unit direction at a chosen angle from ``W^svm`` (Theorem 1's wrong targets);
+* :func:`wrong_direction` -- a unit direction at a chosen angle from ``W^svm`` (Theorem 1's wrong targets);
 * :func:`reversed_edge_svms` -- Graph-SVMs of the TPGs with one ``⇒`` edge reversed (Theorem 2's wrong direction);
 * :func:`duplicated_sample_fins` -- ``W^fin`` of the problem with one cyclic sample duplicated (Theorem 2's
   wrong finite part).
@@ -18,7 +18,7 @@ from theory.li2024.graphs import TPG
 from theory.li2024.svm import SolverError, graph_svm
 
 
-def _wrong_direction(an, angle_deg, seed):
+def wrong_direction(an, angle_deg, seed):
     """A unit direction at ``angle_deg`` from W^svm inside the span of the constraint matrices E^T (.) E."""
     rng = np.random.default_rng(seed)
     E = an.problem.E
