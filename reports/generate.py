@@ -476,18 +476,21 @@ SWEEP_DIR_ENV = "ATTN_SUITE_SWEEPS"  # folder of sweep files (default: <rootdir>
 
 
 def _sweeps(run: dict, run_dir: Path) -> list[dict]:
-    """Phase diagrams of the sweep files present (``<run>/sweeps/*.jsonl`` and ``<rootdir>/sweeps/*.jsonl``,
-    or ``$ATTN_SUITE_SWEEPS``); a file that cannot be drawn is listed with the reason."""
+    """Phase diagrams of the sweep files this run wrote: every ``<run>/sweeps/*.jsonl``, and those of
+    ``<rootdir>/sweeps/`` (or ``$ATTN_SUITE_SWEEPS``) modified while the run ran; a file an earlier command
+    left there is not this run's work and is not shown.  A file that cannot be drawn is listed with the reason."""
     import base64
     import os
 
-    folders = [run_dir / "sweeps"]
-    if os.environ.get(SWEEP_DIR_ENV):
-        folders.append(Path(os.environ[SWEEP_DIR_ENV]))
-    elif run.get("rootdir"):
-        folders.append(Path(run["rootdir"]) / "sweeps")
+    own = {p.resolve() for p in (run_dir / "sweeps").glob("*.jsonl")} if (run_dir / "sweeps").is_dir() else set()
+    shared = Path(os.environ[SWEEP_DIR_ENV]) if os.environ.get(SWEEP_DIR_ENV) else \
+        Path(run["rootdir"]) / "sweeps" if run.get("rootdir") else None
+    window = _run_window(run)
+    if shared is not None and shared.is_dir() and window is not None:
+        start, end = window
+        own |= {p.resolve() for p in shared.glob("*.jsonl") if start <= p.stat().st_mtime <= end}
     out = []
-    for f in sorted({p.resolve() for d in folders if d.is_dir() for p in d.glob("*.jsonl")}):
+    for f in sorted(own):
         entry = {"file": str(f), "name": f.stem}
         try:
             try:
@@ -505,6 +508,24 @@ def _sweeps(run: dict, run_dir: Path) -> list[dict]:
             entry["error"] = f"{type(exc).__name__}: {exc}"
         out.append(entry)
     return out
+
+
+def _run_window(run: dict) -> tuple[float, float] | None:
+    """When the run ran, as epoch seconds (start, end); None when run.json does not say (a file outside the
+    run folder is then never counted as the run's).  Runs before ``started_epoch`` was recorded: their
+    ISO ``started`` time, to the second, and ``duration_s``."""
+    import datetime as dt
+
+    start = run.get("started_epoch")
+    if start is None:
+        try:
+            start = dt.datetime.fromisoformat(str(run.get("started"))).timestamp()
+        except ValueError:
+            return None
+    end = run.get("finished_epoch")
+    if end is None:
+        end = start + float(run["duration_s"]) + 1 if run.get("duration_s") is not None else float("inf")
+    return float(start), float(end)
 
 
 def _observations(run_dir: Path) -> dict | None:

@@ -44,7 +44,7 @@ import pytest
 
 from reports import record
 # Re-exported: tests and callers have always found the commands here.
-from reports.commands import hypothesis_args, replay_command, rerun_command  # noqa: F401
+from reports.commands import hypothesis_args, interpreter, replay_command, rerun_command  # noqa: F401
 
 RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
 # Hypothesis phases whose test cases count as "examples tried" (shrinking is reported separately).
@@ -229,6 +229,9 @@ def pytest_configure(config):
         "run": {
             "run_id": run_id,
             "started": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+            # What this run wrote is what changed after this instant (the report shows only those sweeps).
+            "started_epoch": time.time(),
+            "python": interpreter(config.rootpath),
             "profile": profile, "derandomize": derandomize, "seed": seed,
             "seed_chosen_by_report": given_seed is None and seed is not None,
             "shared_database": _shared_label(profile),
@@ -608,6 +611,7 @@ def pytest_sessionfinish(session, exitstatus):
     run = info["run"]
     run["finished"] = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
     run["duration_s"] = round(time.time() - info["t0"], 2)
+    run["finished_epoch"] = time.time()
     run["exitstatus"] = int(getattr(session, "exitstatus", exitstatus))
     run["rerun"] = rerun_command(run)
     run["outcomes"] = info["outcomes"]
