@@ -15,7 +15,19 @@ author = "the attention-tpg-suite authors"
 copyright = "2024-2026, the attention-tpg-suite authors"
 release = version = __version__
 
-extensions = ["myst_parser", "sphinx.ext.autodoc", "claims_catalogue"]
+extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.autosummary", "sphinx.ext.napoleon",
+              "claims_catalogue"]
+# The API's docstrings are numpydoc-style (Parameters / Returns / Raises / Examples sections).
+napoleon_numpy_docstring = True
+napoleon_google_docstring = False
+napoleon_preprocess_types = True  # "optional", "default 1.0" and {"a", "b"} in a type are words, not references
+# The API's types by their short names in the docstrings' Parameters / Returns sections.
+napoleon_type_aliases = {name: f"~{mod}.{name}" for mod, names in {
+    "theory.core.problem": ["Problem"], "theory.li2024.analysis": ["Analysis"],
+    "theory.li2024.svm": ["SVMSolution"], "theory.li2024.finite": ["FiniteSolution"],
+    "theory.li2024.training": ["Trajectory", "Checkpoint"], "theory.core.claims": ["Claim", "Assumption"],
+    "theory.core.decision": ["Verdict", "Statistic", "Outcome"]}.items() for name in names}
+autosummary_generate = False  # the API page lists its objects itself (docs/api.md): no generated stubs
 myst_enable_extensions = ["dollarmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
 source_suffix = {".md": "markdown"}
@@ -27,7 +39,14 @@ nitpicky = True
 # the build must work offline).
 # Targets inside theory/ are named in the strategies' docstrings but only the strategies are an API page.
 nitpick_ignore_regex = [("py:class", r"(hypothesis|numpy|np)\..*"), ("py:class", r"(SearchStrategy|ndarray)"),
-                        ("py:(class|mod|func)", r"theory\..*"), ("py:class", r"SequenceClasses")]
+                        ("py:(class|mod|func|meth|attr)", r"theory\..*"), ("py:class", r"SequenceClasses"),
+                        # numpydoc type words (napoleon), standard-library types (no intersphinx) and the
+                        # internal types an API docstring names without documenting them:
+                        ("py:class", r"(array_like|sequence|callable|object|os\.PathLike|pathlib\.Path|"
+                                     r"CyclicSubspace|TPG|.+ to .+)"),
+                        # helpers a rendered module docstring names, not part of the API (not in __all__)
+                        ("py:(func|meth|attr)", r"(certify|error_bound|limit_data|_Objective\..*|assumptions|Outcome\..*)"),
+                        ("py:obj", r"(True|False|None)")]
 autodoc_typehints = "description"
 autodoc_member_order = "bysource"
 

@@ -36,9 +36,15 @@ def built(tmp_path_factory) -> Path:
 
 def test_docs_build_with_warnings_as_errors(built):
     for page in ("index", "getting-started", "theory", "claims", "report", "reproductions", "command-line",
-                 "problem-format", "judging", "beyond", "performance", "strategies", "changelog"):
+                 "problem-format", "judging", "beyond", "performance", "api", "library", "adding-claims", "strategies",
+                 "changelog"):
         assert (built / f"{page}.html").exists(), page
     assert "drawn_problems" in (built / "strategies.html").read_text(), "autodoc rendered no strategy"
+    api = (built / "api.html").read_text()
+    for target in ("theory.core.problem.Problem", "theory.li2024.svm.graph_svm", "theory.li2024.training.resume",
+                   "theory.claims.all_claims", "theory.core.decision.sequential"):
+        assert f'id="{target}"' in api, f"the API reference does not document {target}"
+    assert "Parameters" in api and "Examples" in api, "napoleon rendered no numpydoc section"
     assert '"additionalProperties"' in (built / "problem-format.html").read_text().replace("&quot;", '"')
 
 

@@ -99,8 +99,8 @@ class Verdict:
         The last budget's.
     budget : int
         The last budget (steps, or the claim's unit).
-    history : list of (int, str)
-        ``(budget, outcome at that budget)``, ``"escalate"`` for a budget that led to the next.
+    history : list of tuple
+        ``(budget, outcome at that budget)`` pairs, ``"escalate"`` for a budget that led to the next.
     seconds : float
         Wall time (set by :meth:`theory.core.claims.Claim.check`).
     reason_text : str
@@ -141,7 +141,7 @@ class Verdict:
 
     @property
     def reason(self) -> str:
-        """One line: ``reason_text`` when given, else built from the outcome and the statistics."""
+        """The verdict in one line (``reason_text`` when given, else built from the outcome and the statistics)."""
         if self.reason_text:
             return self.reason_text
         if self.outcome is Outcome.HOLDS:
@@ -236,6 +236,13 @@ def combine(statistics: Sequence[Statistic], earlier: Verdict | None) -> Outcome
 
 def budget_ladder(first: int, maximum: int) -> list[int]:
     """The budgets of an escalation: ``first, 10 first, 100 first, ...`` up to the one nearest ``maximum``.
+
+    Parameters
+    ----------
+    first : int
+        The first budget.
+    maximum : int
+        The claim's maximum budget (times ``budget_scale``).
 
     Returns
     -------

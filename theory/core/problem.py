@@ -267,7 +267,7 @@ class Problem:
 
     @cached_property
     def counts(self) -> np.ndarray:
-        """n x K matrix of token counts: without positional encoding a sample matters only through these."""
+        """The n x K matrix of token counts (without positional encoding a sample matters only through these)."""
         X = np.zeros((self.n, self.K))
         for i, seq in enumerate(self.sequences):
             np.add.at(X[i], list(seq), 1.0)
