@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import shlex
 import sys
 import warnings
 from html import unescape
@@ -53,9 +54,13 @@ def test_entry_point_claim_follows_the_builtin_ones(plugin):
 
 
 def test_check_judges_the_plugin_claim(plugin, capsys):
+    """The command docs/adding-claims.md shows, as written (in this process, the plugin registered)."""
     from theory.run.cli import main
 
-    rc = main(["check", "examples/scc_above_token.json", "--claim", EXAMPLE_CLAIM])
+    (line,) = re.findall(r"^\s*\$ \.venv/bin/tpg (check .*)$", (DOCS / "adding-claims.md").read_text(), re.M)
+    argv = shlex.split(line)
+    assert argv == ["check", "examples/scc_above_token.json", "--claim", EXAMPLE_CLAIM], argv
+    rc = main(argv)
     out, err = capsys.readouterr()
     assert rc == 0, err
     lines = [json.loads(x) for x in out.splitlines()]
