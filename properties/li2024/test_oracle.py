@@ -1,0 +1,231 @@
+"""The suite's targets and Theorem 2's verdict against an independent oracle (properties/oracle.py).
+
+Before the suite tells a user that a published result fails or holds, a computation that shares no code
+with ``theory/`` must agree.  :mod:`properties.oracle` is that computation for tiny one-query problems
+(every sequence ends in token 0, orthonormal embeddings, the default head): there ``W`` enters only
+through ``K`` scores and the Graph-SVM, ``W^fin`` and the regularisation path are small problems in
+numpy/scipy.  The properties compare:
+
+* ``W^svm``: within 1e-6 relative (the oracle re-solves its active set exactly; the suite certifies its
+  own exactly, so the slack is only float64 rounding of a K x K solve);
+* existence of ``W^fin``, and ``W^fin`` within 1e-5 max(1, |W^fin|): the oracle's own error estimate
+  ``|∇L̃|/λ_min`` is kept below 1e-7 (else the example is not judged), the rest is the suite's certified
+  tolerance;
+* Theorem 2: where the oracle's path converges (direction and finite part, oracle.read_path), the suite
+  must never say "fails";
+* plain GD: the suite's W after a few hundred steps against GD on the oracle's scores.
+
+Regression tests pin the two hand-checked problems of the brief: the exp- and log-loss example (the path's
+finite part ``δ = v_1 - v_0`` tends to 1.7080 and ln 2) and the exp-loss problem whose ``L̃`` has no finite
+minimiser.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from properties import oracle
+from properties.judging import not_judged
+from theory.core.problem import Problem
+from theory.li2024.analysis import analyze
+from theory.li2024.claims import THEOREM2
+
+pytestmark = pytest.mark.theorem("Theorem 2")
+
+SVM_RTOL = 1e-6
+FIN_TOL = 1e-5  # oracle's estimate <= oracle.FIN_TOL = 1e-7; the suite's W^fin is certified far below this
+GD_RTOL = 1e-8
+
+EXAMPLE = {"embeddings": np.eye(3).tolist(), "sequences": [[1, 0], [1, 0], [1, 2, 0]], "labels": [1, 0, 1]}
+NO_MINIMIZER = {"embeddings": np.eye(3).tolist(), "sequences": [[2, 1, 1, 0], [1, 0], [1, 2, 0]],
+                "labels": [0, 1, 1], "loss": "exp"}
+
+
+# ------------------------------------------------------------------------------------------------
+# The strategy: tiny one-query problems
+# ------------------------------------------------------------------------------------------------
+@st.composite
+def one_query_problems(draw):
+    """A problem file (dict): K in 2..4, E = I_K or a random rotation of it, the default head, 1..4
+    sequences of length 1..4 ending in token 0, each label drawn from its sequence, loss log/exp/square."""
+    K = draw(st.integers(2, 4), label="K")
+    E = np.eye(K)
+    if draw(st.booleans(), label="rotated embeddings"):
+        seed = draw(st.integers(0, 2 ** 32 - 1), label="rotation seed")
+        Q, R = np.linalg.qr(np.random.default_rng(seed).standard_normal((K, K)))
+        E = Q * np.sign(np.diag(R))  # a Haar rotation; rows orthonormal
+    n = draw(st.integers(1, 4), label="number of sequences")
+    seqs, labels = [], []
+    for i in range(n):
+        seq = draw(st.lists(st.integers(0, K - 1), max_size=3), label=f"sequence {i} before the query") + [0]
+        seqs.append(seq)
+        labels.append(draw(st.sampled_from(sorted(set(seq))), label=f"label {i}"))
+    loss = draw(st.sampled_from(("log", "exp", "square")), label="loss")
+    return {"embeddings": E.tolist(), "sequences": seqs, "labels": labels, "loss": loss}
+
+
+def _replay(data) -> str:
+    return json.dumps(data, separators=(",", ":"))
+
+
+def _finite(q):
+    try:
+        return oracle.finite_part(q)
+    except oracle.OracleUndecided:
+        not_judged("the oracle cannot decide W^fin (ball test ambiguous or estimate above its tolerance)")
+
+
+# ------------------------------------------------------------------------------------------------
+# Targets
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.judged(floor=0.9)
+@settings(max_examples=25, deadline=None)
+@given(data=one_query_problems())
+def test_graph_svm_matches_oracle(data):
+    """The suite's W^svm equals the oracle's E^T v^svm e_0^T within 1e-6 relative (zero when no ⇒ edge)."""
+    an = analyze(Problem.create(**data), finite=False)
+    q = oracle.OneQuery.from_json(data)
+    W = q.W(oracle.graph_svm(q))
+    event("W^svm = 0" if np.linalg.norm(W) == 0 else "W^svm ≠ 0")
+    err = float(np.linalg.norm(an.svm.W - W))
+    assert err <= SVM_RTOL * max(float(np.linalg.norm(W)), 1e-12), (
+        f"W^svm: suite {an.svm.W[:, 0]} ... vs oracle column {W @ q.E[0]}, |ΔW| = {err:.3g}\n"
+        f"problem file: {_replay(data)}")
+    assert abs(an.svm.norm - np.linalg.norm(W)) <= SVM_RTOL * max(np.linalg.norm(W), 1e-12)
+
+
+@pytest.mark.judged(floor=0.8)
+@settings(max_examples=20, deadline=None)
+@given(data=one_query_problems())
+def test_finite_part_matches_oracle(data):
+    """The suite and the oracle agree on whether L̃ has a finite minimiser on S_fin, and on W^fin within
+    1e-5 max(1, |W^fin|)."""
+    an = analyze(Problem.create(**data))
+    q = oracle.OneQuery.from_json(data)
+    fin = _finite(q)
+    event(f"loss {data['loss']}: W^fin {'exists' if fin.exists else 'absent'}")
+    assert (an.finite is not None) == fin.exists, (
+        f"existence of W^fin: suite {'W^fin' if an.finite is not None else an.finite_absent!r}, oracle "
+        f"{'W^fin = ' + str(fin.v) if fin.exists else 'absent, balls (R, |z|, L̃) = ' + str(fin.balls)}\n"
+        f"problem file: {_replay(data)}")
+    assert (an.finite_absent is None) == fin.exists
+    if fin.exists:
+        W = q.W(fin.v)
+        err = float(np.linalg.norm(an.finite.W - W))
+        assert err <= FIN_TOL * max(1.0, float(np.linalg.norm(W))), (
+            f"W^fin: |suite - oracle| = {err:.3g}; oracle scores {fin.v} (estimate {fin.error_estimate:.2g})\n"
+            f"problem file: {_replay(data)}")
+
+
+@pytest.mark.judged(floor=0.8)
+@settings(max_examples=20, deadline=None)
+@given(data=one_query_problems(), steps=st.integers(1, 300))
+def test_gradient_descent_matches_oracle(data, steps):
+    """The suite's GD from W = 0 equals GD on the oracle's scores (W(τ) = E^T v(τ) e_0^T), step 0.5."""
+    from theory.li2024.training import train
+
+    p = Problem.create(**data)
+    q = oracle.OneQuery.from_json(data)
+    eta = 0.5  # below 2/β for these losses on scores (|∇²| <= 2 for log, less for exp and square)
+    W = train(p, steps, eta, checkpoints=[steps]).final.W
+    Wo = q.W(oracle.gradient_descent(q, steps, eta))
+    err = float(np.linalg.norm(W - Wo))
+    assert err <= GD_RTOL * max(1.0, float(np.linalg.norm(Wo))), (
+        f"GD after {steps} steps: |suite - oracle| = {err:.3g}\nproblem file: {_replay(data)}")
+
+
+# ------------------------------------------------------------------------------------------------
+# Theorem 2's verdict
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.judged(floor=0.3)
+@settings(max_examples=15, deadline=None)
+@given(data=one_query_problems())
+def test_theorem2_never_fails_where_the_oracle_path_converges(data):
+    """Where the oracle's regularisation path converges (direction error and finite error small and
+    falling at margin 16), THEOREM2.check must not say "fails"."""
+    q = oracle.OneQuery.from_json(data)
+    svm = oracle.graph_svm(q)
+    if np.linalg.norm(svm) == 0:
+        not_judged("W^svm = 0 (Theorem 2 not applicable)")
+    fin = _finite(q)
+    reading = oracle.read_path(q, svm, fin)
+    verdict = THEOREM2.check(Problem.create(**data))
+    outcome = verdict.outcome.value
+    event(f"suite: {outcome}")
+    if not fin.exists:
+        # Recorded, not asserted here: see test_theorem2_no_minimizer_direction_does_not_hold.
+        event(f"no W^fin: oracle direction {'diverges' if reading.direction_diverges else 'unclear'}, suite {outcome}")
+        not_judged("no W^fin (the oracle's path has no finite target)")
+    if not reading.converges:
+        not_judged("the oracle's path has not converged by margin 16")
+    assert outcome != "fails", (
+        f"Theorem 2: suite says fails ({verdict.reason_text}) but the oracle's path converges: {reading.why}\n"
+        f"problem file: {_replay(data)}")
+
+
+# ------------------------------------------------------------------------------------------------
+# Regression: the hand-checked problems
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("loss, half_delta", [("exp", 0.8539880), ("log", np.log(2) / 2)])
+def test_example_finite_part_and_theorem2(loss, half_delta):
+    """E = I_3, sequences [[1,0],[1,0],[1,2,0]], labels [1,0,1]: W^fin = ±δ/2 on tokens 1 and 0 with
+    δ = 1.7080 (exp) and ln 2 (log), the same in oracle and suite, the oracle's path converges to it and
+    Theorem 2 holds."""
+    data = dict(EXAMPLE, loss=loss)
+    q = oracle.OneQuery.from_json(data)
+    fin = oracle.finite_part(q)
+    expected = np.array([-half_delta, half_delta, 0.0])
+    assert np.allclose(fin.v, expected, atol=1e-6), fin.v
+    an = analyze(Problem.create(**data))
+    assert np.allclose(an.finite.W[:, 0], expected, atol=1e-6), an.finite.W
+    assert np.allclose(an.svm.W[:, 0], [1 / 3, 1 / 3, -2 / 3], atol=1e-9), an.svm.W
+    reading = oracle.read_path(q, fin=fin)
+    assert reading.converges, reading.why
+    v = THEOREM2.check(Problem.create(**data))
+    assert v.outcome.value == "holds", v.reason_text
+
+
+# L̃ of this square-loss problem has a strict global minimiser (L̃ = 0.332044 at scores (-1.0635, 0, 1.0977,
+# -0.0342); a 1201 x 1201 grid over [-60, 60]^2 in S_fin finds nothing lower, and L̃ >= 0.375 on its edge:
+# samples 1 and 4 see the same two tokens with u_1 + u_4 = 1, so any limit at infinity pays 1/4 for them).
+SQUARE_FINITE = {"embeddings": np.eye(4).tolist(), "sequences": [[0, 3, 0], [3, 2, 0, 0], [3, 3, 2, 0], [0, 1, 3, 0]],
+                 "labels": [0, 3, 2, 3], "loss": "square"}
+
+
+@pytest.mark.xfail(strict=True, reason="suite bug (reported): analyze says L̃ has no finite minimiser (its Newton "
+                                       "descent from 0 runs to |W| = 2.6e7 on the non-convex square-loss L̃), but "
+                                       "L̃ has a strict global minimiser with L̃ = 0.332 < 0.375 <= L̃ far out")
+def test_square_loss_finite_minimizer_is_found():
+    q = oracle.OneQuery.from_json(SQUARE_FINITE)
+    fin = oracle.finite_part(q)
+    assert fin.exists and fin.min_curvature > 0.01, fin
+    an = analyze(Problem.create(**SQUARE_FINITE))
+    assert an.finite is not None, an.finite_absent
+    assert np.linalg.norm(an.finite.W - q.W(fin.v)) <= FIN_TOL
+
+
+def test_no_minimizer_example_is_absent():
+    """E = I_3, sequences [[2,1,1,0],[1,0],[1,2,0]], labels [0,1,1], exp loss: L̃ = (e^{-u_1} + 2e^{-u_2})/3
+    with u_1 = 1/(1 + 2e^δ), u_2 = 1/(1 + e^{-δ}) falls toward δ -> ∞: no W^fin, for oracle and suite."""
+    q = oracle.OneQuery.from_json(NO_MINIMIZER)
+    assert not oracle.finite_part(q).exists
+    an = analyze(Problem.create(**NO_MINIMIZER))
+    assert an.finite is None and isinstance(an.finite_absent, str), an.finite
+
+
+@pytest.mark.xfail(strict=True, reason="suite bug (reported): with no W^fin Theorem 2's direction is judged by e⊥, "
+                                       "the error of the part orthogonal to S_fin, which says nothing when "
+                                       "Π_S W̄_R is unbounded; the oracle's W̄_R/R stays ~1 away from Ŵ^svm")
+def test_theorem2_no_minimizer_direction_does_not_hold():
+    """On the no-minimiser problem the path's S_fin part grows with R (δ ≈ 1.9, 3.9, 7.8, 15.8 at margins
+    2..16): W̄_R/R does not approach Ŵ^svm (errors 0.95 -> 0.98, growing), so the suite must not say
+    Theorem 2 holds."""
+    q = oracle.OneQuery.from_json(NO_MINIMIZER)
+    reading = oracle.read_path(q)
+    assert reading.direction_diverges, reading.why
+    v = THEOREM2.check(Problem.create(**NO_MINIMIZER))
+    assert v.outcome.value != "holds", f"suite: {v.outcome.value} ({v.reason_text}); oracle: {reading.why}"
