@@ -9,11 +9,16 @@
 * Every command in a code block of README.md or docs/ is parsed by the real argument parser: a documented
   command that no longer parses, names an unknown sweep or engine, or a problem file that does not
   exist, fails here.  The docs must show every subcommand, every ``reproduce`` name and every sweep.
+* Every ``tpg`` line of README.md and docs/command-line.md is written as it works in a fresh shell after
+  the set-up (``.venv/bin/tpg``) and is run: README's through the installed script, the others in this
+  process, each in an empty directory with its budget options shrunk (``small_budget``), checked for the
+  documented exit status (0, or ``EXPECTED_STATUS``), no traceback, JSON on stdout and the PNG it asks for.
 
 The commands run in this process through ``theory.run.cli.main`` (a subprocess costs ~1 s of imports each);
 the entry points themselves (``python -m theory``, the ``tpg`` script, ``python -m reports``) run once each
-as subprocesses.  Whole module: about 25 s of CPU under the ci profile, most of it syn-medium (its smallest
-run, twice) and the first compile of the kernels.
+as subprocesses.  Whole module: about 25 s of CPU under the ci profile before the documented commands were
+run as well (most of it syn-medium, its smallest run, twice, and the first compile of the kernels); those
+add about 2 minutes of wall time on a loaded 2-core machine, most of it tian-fig7/10's real-text runs.
 """
 from __future__ import annotations
 
@@ -302,7 +307,7 @@ def theory_argv(line: str) -> list[str] | None:
         return None
     while words and ENV_ASSIGNMENT.match(words[0]):
         words = words[1:]
-    if words[:1] == ["tpg"]:
+    if words and (words[0] == "tpg" or words[0].endswith("/tpg")):  # tpg, .venv/bin/tpg
         return words[1:]
     if len(words) >= 3 and Path(words[0]).name.startswith("python") and words[1:3] == ["-m", "theory"]:
         return words[3:]
@@ -324,7 +329,8 @@ def check_documented(where: str, argv: list[str]) -> list[str]:
     try:
         args = cli._parser().parse_args(argv)
     except SystemExit as exc:
-        if exc.code == 0 and argv in (["--version"], ["-h"], ["--help"]):
+        if exc.code == 0 and (argv in (["--version"], ["-h"], ["--help"]) or "--list-claims" in argv
+                              or argv[-1:] in (["-h"], ["--help"])):
             return []
         return [f"{where}: `{shlex.join(argv)}` does not parse (exit {exc.code})"]
     bad = []
@@ -363,6 +369,99 @@ def test_documented_command_check_can_fail():
         assert check_documented("planted", argv), argv
     assert theory_argv("ATTN_SUITE_REDIS=redis://h:1/0 .venv/bin/python -m theory sweep x  # note") == ["sweep", "x"]
     assert theory_argv(".venv/bin/python -m pytest -n 2") is None
+    assert theory_argv(".venv/bin/tpg check --list-claims  # x") == ["check", "--list-claims"]
     text = "para\n\n```console\n$ tpg reproduce tian-fig3 \\\n    --figure f.png\n```\n\n    tpg sweep a\n"
     assert [argv for _, line in code_block_lines(text) if (argv := theory_argv(line))] == \
         [["reproduce", "tian-fig3", "--figure", "f.png"], ["sweep", "a"]]
+
+
+# ------------------------------------------------------------------------------------------------
+# The README's and docs/command-line.md's commands run as written
+# ------------------------------------------------------------------------------------------------
+RUN_PAGES = ("README.md", "docs/command-line.md")
+VENV_PROGRAM = re.compile(r"^(?:\$ )?\.venv/bin/(?:tpg|python) ")
+# A documented command that cannot succeed in a test: the status it must give, and why.
+EXPECTED_STATUS = {"--scheduler": (2, "no Dask scheduler listens at the documented address in a test")}
+SMALL_TRAIN_STEPS = "50"
+
+
+def runnable_commands() -> list[tuple[str, str, list[str]]]:
+    """(page:line, the line as written, its tpg arguments) of every tpg command in RUN_PAGES."""
+    found = []
+    for rel in RUN_PAGES:
+        for no, line in code_block_lines((ROOT / rel).read_text()):
+            argv = theory_argv(line)
+            if argv is not None:
+                found.append((f"{rel}:{no}", line.split(" #", 1)[0].strip(), argv))
+    return found
+
+
+def small_budget(argv: list[str]) -> list[str]:
+    """The documented command with its budget options at the smallest: argparse keeps an option's last value
+    (and the sweep the last ``--param`` of an axis), so the small values are appended; ``train --steps`` is
+    replaced.  A command without budget options runs as written."""
+    argv = list(argv)
+    if argv[:1] == ["reproduce"] and len(argv) > 1:
+        argv += SMALL_REPRODUCE.get(argv[1], [])
+    elif argv[:1] == ["sweep"] and len(argv) > 1:
+        argv += ["--seeds", "1", *ONE_CELL.get(argv[1], []), "--quiet"]
+    elif argv[:1] == ["train"] and "--steps" in argv:
+        argv[argv.index("--steps") + 1] = SMALL_TRAIN_STEPS
+    return argv
+
+
+def expected_status(argv: list[str]) -> int:
+    return next((status for option, (status, _) in EXPECTED_STATUS.items() if option in argv), 0)
+
+
+def test_run_pages_call_the_programs_of_the_set_up():
+    """README and docs/command-line.md write every command as it works in a fresh shell after the set-up:
+    ``.venv/bin/tpg`` or ``.venv/bin/python -m ...``, never a bare ``tpg`` (``command not found``)."""
+    commands = runnable_commands()
+    assert len(commands) >= 30, commands
+    bare = [f"{where}: {line}" for where, line, _ in commands if not VENV_PROGRAM.match(line)]
+    assert not bare, "commands that need an activated venv:\n" + "\n".join(bare)
+    readme = [line for where, line, _ in commands if where.startswith("README")]
+    assert any("--list-claims" in line for line in readme) and len(readme) >= 5, readme
+    assert small_budget(["reproduce", "li-cyclic", "--trials", "10"])[-2:] == ["--trials", "1"]
+    assert small_budget(["train", EXAMPLE, "--steps", "4000", "--step-size", "1"])[3] == SMALL_TRAIN_STEPS
+    assert expected_status(["sweep", "x", "--scheduler", "tcp://h:1"]) == 2 and expected_status(["sweep", "x"]) == 0
+
+
+def _command_ids():
+    return [where for where, _, _ in runnable_commands()]
+
+
+@pytest.mark.parametrize("where", _command_ids())
+def test_documented_command_runs(where, capsys, tmp_path, monkeypatch):
+    """One documented command, at its smallest budget, in an empty directory (so its figures and sweep
+    files land there): the exit status documented (0 unless EXPECTED_STATUS says otherwise), no traceback,
+    JSON on stdout.  README's lines run through the installed script itself, as typed; docs/command-line.md's
+    in this process (a subprocess costs ~1 s of imports each)."""
+    _, line, argv = next(c for c in runnable_commands() if c[0] == where)
+    argv = small_budget(argv)
+    status = expected_status(argv)
+    if where.startswith("README"):
+        script = shutil.which("tpg", path=str(Path(sys.executable).parent))
+        assert script, "the console script tpg is not installed next to this Python (pip install -e .)"
+        done = _run([script, *argv], tmp_path, timeout=600)
+        rc, out, err = done.returncode, done.stdout, done.stderr
+    else:
+        monkeypatch.chdir(tmp_path)
+        try:
+            rc = cli.main(argv)
+        except SystemExit as exc:  # --version, --list-claims, --help and argparse errors
+            rc = exc.code
+        out, err = capsys.readouterr()
+    assert "Traceback" not in err, f"{where}: {line}\n{err[-3000:]}"
+    assert rc == status, f"{where}: `{shlex.join(argv)}` exit {rc}, documented {status}\n{err[-3000:]}"
+    if status != 0:
+        assert not out and len(err.strip().splitlines()) == 1, (out, err)
+        return
+    if argv in (["--version"],) or "--list-claims" in argv:
+        assert out.strip(), where
+        return
+    for doc in out.splitlines() if argv[0] == "check" else [out]:
+        assert strict_json(doc), where
+    if "--figure" in argv:
+        assert_png(tmp_path / argv[argv.index("--figure") + 1])

@@ -4,7 +4,8 @@
   page outside every toctree or a docstring autodoc cannot read fails the build (about 5 s of CPU).
 * The claims catalogue is rendered from ``theory.claims.all_claims()`` at build time: the built page names
   every claim, and the renderer is checked on a fake list.
-* README: at most 200 lines, its test command is the one ``.ci/run`` runs, its table of claims names
+* README: at most 200 lines, a paragraph on what it is and for whom before the two commands, its test
+  command is the one ``.ci/run`` runs, its table of claims names
   exactly the claims of ``theory.claims``, and the pictures it and the docs show exist and stay small.
 * No tracked file points outside the repository (the shared folder the project was started from).
 """
@@ -103,8 +104,15 @@ def readme() -> str:
 def test_readme_is_a_front_door():
     lines = readme().splitlines()
     assert len(lines) <= 200, f"README has {len(lines)} lines (limit 200)"
-    commands = [line.strip() for line in lines[:12] if line.startswith("    python3 -m venv")]
+    # A newcomer's order: the title, one paragraph on what it is and for whom, then the two commands, all
+    # before the first section.
+    head = readme().split("\n## ", 1)[0].splitlines()
+    commands = [line.strip() for line in head if line.startswith("    python3 -m venv")]
     assert commands == [TEST_COMMAND.replace("-n 2", "-n 2 --hypothesis-profile=stress"), TEST_COMMAND], commands
+    first_command = next(i for i, line in enumerate(head) if line.startswith("    "))
+    prose = " ".join(head[1:first_command])
+    assert len(prose.split()) >= 60 and re.search(r"\bfor (readers|anyone|researchers)\b", prose), \
+        "README: one paragraph on what the suite is and for whom must come before the commands"
     ci = (ROOT / ".ci" / "run").read_text()
     install, run = TEST_COMMAND.split(" && .venv/bin/python")
     assert install in ci and re.search(r"^\.venv/bin/python -m pytest -n 2$", ci, re.M), \
