@@ -1,6 +1,7 @@
 """Mutation testing of the suite: plausible bugs planted in ``theory/`` one at a time, the suite run on each.
 
     .venv/bin/python benchmarks/mutants.py [--profile ci] [--workers 2] [--maxfail N] [--only NAME ...] [--markdown]
+                                           [--paths PATH ...]
 
 Each mutant is one textual replacement in one file (checked to apply exactly once before anything runs).
 For each, a detached git worktree of HEAD gets the replacement, the property suite runs there
@@ -82,6 +83,51 @@ MUTANTS = [
            "    radii = sorted(float(R) for R in radii)", "    radii = sorted(float(R) / 2 for R in radii)"),
     Mutant("automaton-uniform", "automaton's limit attention uniform on the top SCC", "theory/li2024/automaton.py",
            "    return a * mask / (a * mask).sum()", "    return mask / mask.sum()"),
+    # Decision constants: an accept threshold moved across its reject threshold (past the mildest planted
+    # value measured), "any holds" for "all hold", and public strategies that ignore an option.  The CI
+    # profile's theorem properties draw few examples far from the zones' edges and let these pass; the
+    # unit tests of properties/core/test_criteria_constants.py, test_decision.py and the option tests of
+    # properties/suite/test_strategies.py kill them (benchmarks/RESULTS.md, "Decision constants").
+    Mutant("theorem1-trend-hold-past-fail", "Theorem 1's trend accepts γ <= 0.7 (reject >= 0.65)",
+           "theory/li2024/criteria.py", "TREND_HOLD, TREND_FAIL = 0.5, 0.65", "TREND_HOLD, TREND_FAIL = 0.7, 0.65"),
+    Mutant("theorem1-trend-any", "Theorem 1's trend accepts γ <= TREND_HOLD *or* a rate under the cap",
+           "theory/li2024/criteria.py", "(g <= TREND_HOLD and rate <= DIRECTION_RATE_ESCALATED)",
+           "(g <= TREND_HOLD or rate <= DIRECTION_RATE_ESCALATED)"),
+    Mutant("theorem1-growth-lo-past-reject", "Theorem 1's growth ratio accepted from 0.3 (reject < 0.5)",
+           "theory/li2024/criteria.py", "GROWTH_LO, GROWTH_HI = 0.6, 1.25", "GROWTH_LO, GROWTH_HI = 0.3, 1.25"),
+    Mutant("theorem1-growth-hi-past-reject", "Theorem 1's growth ratio accepted up to 2.5 (reject > 2)",
+           "theory/li2024/criteria.py", "GROWTH_LO, GROWTH_HI = 0.6, 1.25", "GROWTH_LO, GROWTH_HI = 0.6, 2.5"),
+    Mutant("theorem1-finite-decay-past-stall", "Theorem 1's finite error accepted at x1.0 per decade (reject >= x0.9)",
+           "theory/li2024/criteria.py", "FINITE_DECAY = 0.5\n", "FINITE_DECAY = 1.0\n"),
+    Mutant("theorem1-leak-accepts-growth", "Theorem 1's leak accepted while growing up to x2 (reject: growing)",
+           "theory/li2024/criteria.py", "lambda lk: mass >= MASS_MIN and lk <= leak_prev + 1e-12",
+           "lambda lk: mass >= MASS_MIN and lk <= 2 * leak_prev + 1e-12"),
+    Mutant("finite-convergence-decay-past-stall", "W^svm = 0: moves accepted at x1.1 per decade (reject [0.8, 1.25])",
+           "theory/li2024/criteria.py", "MOVE_DECAY = 0.5\n", "MOVE_DECAY = 1.1\n"),
+    Mutant("theorem2-fin-decay-past-plateau", "Theorem 2's finite part accepted at x1.0 per doubling (reject >= x0.9)",
+           "theory/li2024/regpath_verdict.py", "FIN_DECAY = 0.5  #", "FIN_DECAY = 1.0  #"),
+    Mutant("automaton-decay-past-stall", "automaton errors accepted at x1.0 per decade (reject >= x0.9)",
+           "theory/li2024/automaton.py", "LEAK_MAX, SPLIT_MAX, DECAY, FLOOR, STALL = 1e-2, 1e-2, 0.5, 1e-8, 0.9",
+           "LEAK_MAX, SPLIT_MAX, DECAY, FLOOR, STALL = 1e-2, 1e-2, 1.0, 1e-8, 0.9"),
+    Mutant("snap-exponent-past-reject", "Theorem 4's late exponent accepted up to 2.2 (reject >= 1.8)",
+           "theory/tian2023/verdicts.py", "LATE_EXPONENT = (0.7, 1.6)", "LATE_EXPONENT = (0.7, 2.2)"),
+    Mutant("combine-any", "a verdict holds when any statistic accepts", "theory/core/decision.py",
+           "    if all(s.zone == ACCEPT for s in statistics):", "    if any(s.zone == ACCEPT for s in statistics):"),
+    Mutant("real-text-combine-any", "a real-text figure holds when any part holds", "theory/tian2023/real_text.py",
+           "return HOLDS if all(v == HOLDS for v in verdicts) else UNDECIDED",
+           "return HOLDS if any(v == HOLDS for v in verdicts) else UNDECIDED"),
+    Mutant("strategy-loss-ignored", "drawn_problems ignores loss (always log)", "strategies/problems.py",
+           'problem = Problem.create(E, seqs, labels, draw(loss, label="loss"), head)',
+           'problem = Problem.create(E, seqs, labels, draw(st.just("log"), label="loss"), head)'),
+    Mutant("strategy-K-ignored", "priority_structures ignores K", "strategies/problems.py",
+           'K = max(draw(K, label="K"), 3 if shape == "cyclic" else 2)',
+           'K = max(draw(st.integers(2, 12), label="K"), 3 if shape == "cyclic" else 2)'),
+    Mutant("strategy-d-ignored", "embeddings ignores d", "strategies/problems.py",
+           'd = draw(d if d is not None else st.integers(K, K + 3), label="d")',
+           'd = draw(st.integers(K, K + 3), label="d")'),
+    Mutant("strategy-d_extra-ignored", "drawn_problems ignores d_extra", "strategies/problems.py",
+           "plan = draw(embedding_plans(d_extra=d_extra, kinds=embedding_kinds",
+           "plan = draw(embedding_plans(d_extra=st.integers(0, 3), kinds=embedding_kinds"),
 ]
 
 
@@ -96,7 +142,7 @@ def check_mutants(mutants) -> list[str]:
     return problems
 
 
-def run_mutant(m: Mutant, profile: str, workers: int, timeout: float, maxfail: int) -> dict:
+def run_mutant(m: Mutant, profile: str, workers: int, timeout: float, maxfail: int, paths=()) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix=f"mutant-{m.name}-"))
     tree = tmp / "tree"
     subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(tree), "HEAD"], check=True)
@@ -111,6 +157,7 @@ def run_mutant(m: Mutant, profile: str, workers: int, timeout: float, maxfail: i
         args += ["-n", str(workers)] if workers > 1 else ["-p", "no:xdist"]
         if maxfail:
             args.append(f"--maxfail={maxfail}")
+        args += list(paths)  # relative to the worktree (cwd); none: the whole suite
         env = {**os.environ, "PYTHONPATH": str(tree)}
         t0 = time.time()
         try:
@@ -143,6 +190,9 @@ def main(argv=None) -> int:
     ap.add_argument("--maxfail", type=int, default=0,
                     help="stop a mutant's run after this many failures (0: run everything); the table then "
                          "lists the first killers only")
+    ap.add_argument("--paths", nargs="*", default=(),
+                    help="pytest paths or node ids to run on each mutant (default: the whole suite); a mutant "
+                         "killed here is killed by the suite, one that survives may still be killed elsewhere")
     a = ap.parse_args(argv)
     chosen = [m for m in MUTANTS if a.only is None or m.name in a.only]
     unknown = set(a.only or ()) - {m.name for m in MUTANTS}
@@ -156,7 +206,7 @@ def main(argv=None) -> int:
     rows = []
     for i, m in enumerate(chosen, 1):
         print(f"[{i}/{len(chosen)}] {m.name}: {m.what} ...", file=sys.stderr, flush=True)
-        r = run_mutant(m, a.profile, a.workers, a.timeout, a.maxfail)
+        r = run_mutant(m, a.profile, a.workers, a.timeout, a.maxfail, a.paths)
         print(f"    killed={r['killed']} by {len(r['killers'])} in {r['seconds']:.0f} s", file=sys.stderr, flush=True)
         rows.append(r)
     ok = sum(len(r["killers"]) >= KILL_MIN for r in rows)

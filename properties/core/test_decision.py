@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from theory.core.decision import (ACCEPT, BETWEEN, ESCALATION, REJECT, Outcome, Statistic, budget_ladder, combine,
-                                  sequential)
+                                  Verdict, sequential)
 
 pytestmark = pytest.mark.theorem("Decision procedure")
 
@@ -62,3 +62,17 @@ def test_fails_only_when_confirmed_at_two_consecutive_budgets(zones, expected):
 def test_a_trend_statistic_is_confirmed_evidence():
     assert combine([_stat(REJECT, trend=True)], None) is Outcome.FAILS
     assert combine([_stat(REJECT)], None) is Outcome.UNDECIDED
+
+
+@pytest.mark.parametrize("zones", [[ACCEPT, BETWEEN], [BETWEEN, ACCEPT, ACCEPT], [ACCEPT, REJECT]])
+def test_a_verdict_holds_only_when_every_statistic_accepts(zones):
+    """All hold, not any: one statistic still between (or rejecting, unconfirmed) keeps the verdict open."""
+    stats = [Statistic(f"s{i}", 0.0, z) for i, z in enumerate(zones)]
+    assert combine(stats, None) is Outcome.UNDECIDED, zones
+
+
+def test_one_confirmed_rejection_fails_the_verdict_whatever_the_others_say():
+    stats = [Statistic("a", 0.0, ACCEPT), Statistic("b", 0.0, ACCEPT), Statistic("c", 1.0, REJECT, trend=True)]
+    assert combine(stats, None) is Outcome.FAILS
+    earlier = Verdict(Outcome.UNDECIDED, {}, [Statistic("c", 1.0, REJECT)])
+    assert combine([Statistic("a", 0.0, ACCEPT), Statistic("c", 1.0, REJECT)], earlier) is Outcome.FAILS

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from reports.record import record_inputs
 from strategies import (EMBEDDINGS, SHAPES, biorthogonal_heads, drawn_problems, embeddings, heldout_contexts,
-                        priority_structures, realize, structures_of)
+                        priority_structures, problems, realize, structures_of)
 from strategies.problems import MAX_CONDITION
 from theory.li2024.graphs import token_priority_graphs, top_scc_tokens
 from theory.core.problem import Problem
@@ -304,3 +304,57 @@ def test_options_after_the_subject_are_keyword_only():
         strategies.drawn_problems(None)
     with pytest.raises(TypeError):
         strategies.structures_of(["cyclic"], st.just(3))
+
+
+# ------------------------------------------------------------------------------------------------
+# Every option is honoured: a narrow value set, every draw respects it
+# ------------------------------------------------------------------------------------------------
+OPTION = settings(max_examples=8, database=None, derandomize=True, deadline=None)
+
+
+@OPTION
+@given(dp=drawn_problems(loss=st.just("exp")))
+def test_drawn_problems_honours_loss(dp):
+    assert dp.problem.loss == "exp"
+
+
+@OPTION
+@given(p=problems(loss=st.sampled_from(["square"])))
+def test_problems_honours_loss(p):
+    assert p.loss == "square"
+
+
+@OPTION
+@given(s=priority_structures(K=st.just(7)))
+def test_priority_structures_honours_K(s):
+    assert s.K == 7
+
+
+@OPTION
+@given(s=structures_of(["acyclic", "mixed"], K=st.just(5)))
+def test_structures_of_honours_K(s):
+    assert s.K == 5 and s.shape in ("acyclic", "mixed")
+
+
+@OPTION
+@given(E=embeddings(3, d=st.just(6)))
+def test_embeddings_honour_d(E):
+    assert E.shape == (3, 6)
+
+
+@OPTION
+@given(E=embeddings(2, d=st.sampled_from([7, 8])))
+def test_embeddings_honour_a_wide_d(E):
+    assert E.shape[0] == 2 and E.shape[1] in (7, 8)
+
+
+@OPTION
+@given(dp=drawn_problems(d_extra=st.just(2)))
+def test_drawn_problems_honours_d_extra(dp):
+    assert dp.problem.d == dp.problem.K + 2
+
+
+@OPTION
+@given(p=problems(d_extra=st.just(5)))
+def test_problems_honours_d_extra(p):
+    assert p.d == p.K + 5

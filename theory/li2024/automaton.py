@@ -45,6 +45,14 @@ def predicted_attention(analysis, context, top_of=None) -> np.ndarray:
 LEAK_MAX, SPLIT_MAX, DECAY, FLOOR, STALL = 1e-2, 1e-2, 0.5, 1e-8, 0.9
 
 
+def error_zone(x: float, x0: float, bound: float) -> str:
+    """Zone of a leak or split error ``x`` (``x0``: a decade before): accept at most ``bound`` and ``x DECAY``
+    (or below FLOOR); reject kept ``>= x STALL`` above FLOOR."""
+    from theory.core.decision import zone
+
+    return zone(x, lambda v: v <= bound and (v <= FLOOR or v <= DECAY * x0), lambda v: v > FLOOR and v >= STALL * x0)
+
+
 def _measure(W, an, ctx, top_of):
     a = attention_on(W, an.problem.E, ctx)
     top = top_of(an.graphs[ctx[-1]], ctx)
@@ -56,7 +64,7 @@ def _measure(W, an, ctx, top_of):
 def automaton_statistics(traj, an, contexts, top_of=None, earlier=None):
     """``(statistics, measures)``: for each held-out context, the leak outside the retrieved SCC and the
     split inside it against the ``W^fin`` softmax, at ``traj``'s budget and a decade before."""
-    from theory.core.decision import Statistic, zone
+    from theory.core.decision import Statistic
     from theory.li2024.criteria import _at
 
     top_of = top_scc_tokens if top_of is None else top_of
@@ -67,8 +75,7 @@ def automaton_statistics(traj, an, contexts, top_of=None, earlier=None):
         leak0, err0 = _measure(mid.W, an, ctx, top_of)
         m[f"leak[{j}]"], m[f"split_error[{j}]"] = leak, err
         for name, v, v0, bound in (("leak", leak, leak0, LEAK_MAX), ("split", err, err0, SPLIT_MAX)):
-            z = zone(v, lambda x, v0=v0, bound=bound: x <= bound and (x <= FLOOR or x <= DECAY * v0),
-                     lambda x, v0=v0: x > FLOOR and x >= STALL * v0)
+            z = error_zone(v, v0, bound)
             what = "attention outside the top SCC" if name == "leak" else "split inside the top SCC off the W^fin softmax by"
             stats.append(Statistic(f"{name} {ctx}", v, z, f"context {ctx}: {what} {v:.3g} (was {v0:.3g} a decade "
                                                           f"earlier; accept <= {bound:g} and x{DECAY}, reject >= x{STALL})"))

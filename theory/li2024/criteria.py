@@ -244,8 +244,7 @@ def theorem1_statistics(traj, analysis, earlier: Verdict | None = None) -> tuple
     # 1. log growth
     dist = _growth_distance(ratio)
     converging = prev is not None and dist < 0.5 * _growth_distance(prev["growth_ratio"])
-    outside = g1 <= 0 or not (GROWTH_REJECT_LO <= ratio <= GROWTH_REJECT_HI)
-    z = zone(ratio, lambda r: g1 > 0 and GROWTH_LO <= r <= GROWTH_HI, lambda r: outside and not converging)
+    z = growth_zone(ratio, g1, converging)
     stats.append(Statistic("growth", ratio, z,
                            f"coefficient along W^svm not growing logarithmically (gain {g1:.3g} in the last decade, "
                            f"ratio to the previous decade {ratio:.3g}; accept [{GROWTH_LO}, {GROWTH_HI}], reject "
@@ -256,15 +255,14 @@ def theorem1_statistics(traj, analysis, earlier: Verdict | None = None) -> tuple
     rate = direction_rate(inc, sn, traj.eta, end.step, gap)
     m["direction_rate"], m["log_time"] = rate, log_time(end.step, sn, traj.eta, gap)
     if prev is None:
-        z = ACCEPT if rate <= DIRECTION_RATE else BETWEEN
+        z = direction_zone(rate)
         stats.append(Statistic("direction", rate, z,
                                f"incremental direction corr(W(τ)-W(τ/10), W^svm) = {inc:.4f}: tan θ x ln(τ/τ₀) = "
                                f"{rate:.3g} > {DIRECTION_RATE} (escalate: a trend needs two budgets)"))
     else:
         gamma = direction_trend(prev, m)
         m["direction_trend"] = gamma
-        z = zone(gamma, lambda g: rate <= DIRECTION_RATE or (g <= TREND_HOLD and rate <= DIRECTION_RATE_ESCALATED),
-                 lambda g: rate > DIRECTION_RATE and g >= TREND_FAIL)
+        z = direction_zone(rate, gamma)
         stats.append(Statistic("direction", rate, z,
                                f"incremental direction corr(W(τ)-W(τ/10), W^svm) = {inc:.4f}: tan θ x ln(τ/τ₀) = "
                                f"{rate:.3g} grew with exponent γ = {gamma:.3g} in ln(τ/τ₀) over the escalation "
@@ -275,9 +273,7 @@ def theorem1_statistics(traj, analysis, earlier: Verdict | None = None) -> tuple
     fin_scale = max(1.0, float(np.linalg.norm(Wfin)))
     m["finite_scale"] = fin_scale
     fe, fe_prev = m["finite_error"], m["finite_error_prev"]
-    z = zone(fe, lambda e: e <= FINITE_MAX * fin_scale and (e <= FINITE_FLOOR or e <= FINITE_DECAY * fe_prev),
-             lambda e: (e > FINITE_FLOOR and e >= FINITE_STALL * fe_prev)
-             or (e > FINITE_MAX * fin_scale and e > FINITE_DECAY * fe_prev))
+    z = finite_zone(fe, fe_prev, fin_scale)
     stats.append(Statistic("finite", fe, z,
                            f"finite error ||Π_S W - W^fin|| = {fe:.3g} (bound {FINITE_MAX * fin_scale:.3g}), "
                            f"{fe_prev:.3g} at most over the decade before (accept x{FINITE_DECAY}; reject >= "
@@ -285,13 +281,49 @@ def theorem1_statistics(traj, analysis, earlier: Verdict | None = None) -> tuple
 
     # 4. hard retrieval
     leak, leak_prev = 1 - end.top_scc_mass, 1 - mid.top_scc_mass
-    z = zone(leak, lambda lk: end.top_scc_mass >= MASS_MIN and lk <= leak_prev + 1e-12,
-             lambda lk: lk > leak_prev + 1e-12 or (end.top_scc_mass < MASS_MIN and lk >= FINITE_STALL * leak_prev))
+    z = leak_zone(leak, leak_prev)
     stats.append(Statistic("leak", leak, z,
                            f"top-SCC attention {end.top_scc_mass:.4f} (accept >= {MASS_MIN} with a shrinking leak; reject "
                            f"a growing leak, or below {MASS_MIN} with the leak kept >= x{FINITE_STALL}; was "
                            f"{mid.top_scc_mass:.4f} a decade before)"))
     return stats, m
+
+
+def growth_zone(ratio: float, g1: float, converging: bool) -> str:
+    """Zone of the growth ratio ``g₁/g₀`` (gain ``g1`` over the last decade): accept in
+    ``[GROWTH_LO, GROWTH_HI]``; reject outside ``[GROWTH_REJECT_LO, GROWTH_REJECT_HI]`` (or no gain) unless
+    ``converging`` (its log distance to 1 under half the one a budget before)."""
+    outside = g1 <= 0 or not (GROWTH_REJECT_LO <= ratio <= GROWTH_REJECT_HI)
+    return zone(ratio, lambda r: g1 > 0 and GROWTH_LO <= r <= GROWTH_HI, lambda r: outside and not converging)
+
+
+def direction_zone(rate: float, gamma: float | None = None) -> str:
+    """Zone of the direction statistic ``tan θ · ln(τ/τ₀)``: at the first budget (``gamma`` None) accept
+    ``<= DIRECTION_RATE``, else between (a trend needs two budgets); escalated, by its trend ``γ``: accept
+    ``rate <= DIRECTION_RATE``, or ``γ <= TREND_HOLD`` with ``rate <= DIRECTION_RATE_ESCALATED``; reject
+    ``γ >= TREND_FAIL`` with ``rate > DIRECTION_RATE``."""
+    if gamma is None:
+        return ACCEPT if rate <= DIRECTION_RATE else BETWEEN
+    return zone(gamma, lambda g: rate <= DIRECTION_RATE or (g <= TREND_HOLD and rate <= DIRECTION_RATE_ESCALATED),
+                lambda g: rate > DIRECTION_RATE and g >= TREND_FAIL)
+
+
+def finite_zone(fe: float, fe_prev: float, fin_scale: float) -> str:
+    """Zone of the finite error ``fe`` (``fe_prev``: its largest value over the decade before): accept at
+    most ``FINITE_MAX fin_scale`` and ``x FINITE_DECAY`` (or below ``FINITE_FLOOR``); reject kept
+    ``>= x FINITE_STALL``, or above the bound and not ``x FINITE_DECAY``."""
+    return zone(fe, lambda e: e <= FINITE_MAX * fin_scale and (e <= FINITE_FLOOR or e <= FINITE_DECAY * fe_prev),
+                lambda e: (e > FINITE_FLOOR and e >= FINITE_STALL * fe_prev)
+                or (e > FINITE_MAX * fin_scale and e > FINITE_DECAY * fe_prev))
+
+
+def leak_zone(leak: float, leak_prev: float) -> str:
+    """Zone of the attention outside the top SCC (``leak_prev``: a decade before): accept a top-SCC mass
+    ``>= MASS_MIN`` with a leak that did not grow; reject a growing leak, or a mass below ``MASS_MIN`` with
+    the leak kept ``>= x FINITE_STALL``."""
+    mass = 1 - leak
+    return zone(leak, lambda lk: mass >= MASS_MIN and lk <= leak_prev + 1e-12,
+                lambda lk: lk > leak_prev + 1e-12 or (mass < MASS_MIN and lk >= FINITE_STALL * leak_prev))
 
 
 def _growth_distance(ratio: float) -> float:
@@ -355,6 +387,14 @@ MOVE_STALL = 0.8
 MOVE_FLOOR = 1e-8
 
 
+def moves_zone(moved: float, moved_prev: float, floor: float) -> str:
+    """Zone of ``W``'s move over the last decade (``moved_prev``: over the decade before): accept at most
+    ``x MOVE_DECAY`` (or below ``floor``); reject a ratio in ``[MOVE_STALL, 1/MOVE_STALL]`` above ``floor``."""
+    q = moved / moved_prev if moved_prev > 0 else float("inf")
+    return zone(moved, lambda mv: mv <= max(floor, MOVE_DECAY * moved_prev),
+                lambda mv: mv > floor and MOVE_STALL <= q <= 1 / MOVE_STALL)
+
+
 def finite_convergence_statistics(traj, earlier: Verdict | None = None) -> tuple[list[Statistic], dict]:
     """``W^svm = 0``: GD converges to a finite minimizer.
 
@@ -376,8 +416,7 @@ def finite_convergence_statistics(traj, earlier: Verdict | None = None) -> tuple
     stats = [
         Statistic("gradient", end.grad_norm, ACCEPT if end.grad_norm <= max(GRAD_DECAY * g0, 1e-8) else BETWEEN,
                   f"gradient norm {end.grad_norm:.3g} did not fall below {GRAD_DECAY:g} x {g0:.3g}"),
-        Statistic("moves", q, zone(moved, lambda mv: mv <= max(floor, MOVE_DECAY * moved_prev),
-                                   lambda mv: mv > floor and MOVE_STALL <= q <= 1 / MOVE_STALL),
+        Statistic("moves", q, moves_zone(moved, moved_prev, floor),
                   f"W still moving: {moved:.3g} over the last decade after {moved_prev:.3g} the decade before "
                   f"(accept x{MOVE_DECAY}, reject [{MOVE_STALL}, {1 / MOVE_STALL:.3g}]x)"),
     ]

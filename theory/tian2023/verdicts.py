@@ -150,9 +150,16 @@ LATE_REJECT = (0.35, 1.8)
 SNAP_BUDGETS = (300.0, 3000.0)
 
 
+def late_exponent_zone(p: float) -> str:
+    """Zone of the late exponent ``p`` of ``dz/dt ~ t^-p``: accept LATE_EXPONENT, reject outside LATE_REJECT."""
+    from theory.core.decision import zone
+
+    return zone(p, lambda q: LATE_EXPONENT[0] <= q <= LATE_EXPONENT[1], lambda q: not (LATE_REJECT[0] < q < LATE_REJECT[1]))
+
+
 def snap_statistics(t, z, t0, earlier=None):
     """``(statistics, measures)`` of the snap on one logit trajectory (see LATE_REJECT)."""
-    from theory.core.decision import ACCEPT, REJECT, Statistic, zone
+    from theory.core.decision import ACCEPT, REJECT, Statistic
 
     t_snap, rising, p, late_growth = snap_profile_of(t, z)
     peak_ok = (t0 / 4 <= t_snap <= 4 * t0) and t_snap < t[-1] / 10
@@ -160,8 +167,7 @@ def snap_statistics(t, z, t0, earlier=None):
         Statistic("speed peak", t_snap / t0, ACCEPT if peak_ok and rising else REJECT,
                   f"speed peak t_snap={t_snap:.3g} within [t0/4, 4 t0] = [{t0 / 4:.3g}, {4 * t0:.3g}] and rising "
                   f"before it: {peak_ok}, {rising}", trend=True),
-        Statistic("late exponent", p, zone(p, lambda q: LATE_EXPONENT[0] <= q <= LATE_EXPONENT[1],
-                                           lambda q: not (LATE_REJECT[0] < q < LATE_REJECT[1])),
+        Statistic("late exponent", p, late_exponent_zone(p),
                   f"after the snap dz/dt ~ t^-{p:.3g} (logarithmic growth: 1; accept {list(LATE_EXPONENT)}, "
                   f"reject outside {list(LATE_REJECT)})"),
         Statistic("late growth", late_growth, ACCEPT if late_growth > 1e-6 else REJECT,
