@@ -7,8 +7,10 @@ take strategies where a part is drawn, and are validated when given out of range
 from strategies.problems import *  # noqa: F401,F403
 from strategies.problems import __all__ as _problems
 from strategies.relaxations import *  # noqa: F401,F403
+from strategies.domains import *  # noqa: F401,F403
+from strategies.domains import __all__ as _domains
 from strategies.relaxations import __all__ as _relaxations
 from strategies.scansnap import *  # noqa: F401,F403
 from strategies.scansnap import __all__ as _scansnap
 
-__all__ = [*_problems, *_relaxations, *_scansnap]
+__all__ = [*_problems, *_relaxations, *_domains, *_scansnap]

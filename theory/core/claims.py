@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from theory.core.decision import Outcome, Verdict
 
-__all__ = ["Assumption", "Claim"]
+__all__ = ["Assumption", "Claim", "Domain"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,23 @@ class Assumption:
 
 
 @dataclass(frozen=True)
+class Domain:
+    """What a claim's statement allows a problem file to be, as data: the losses and head kinds it covers
+    (``"biorthogonal"``: ``C E^T = I``; ``"broken"``: any other head) and the (loss, head) pairs it excludes.
+    :func:`strategies.domains.problems_for` draws exactly this set, so a claim's properties cannot cover
+    less than its statement without a test noticing (``properties/suite/test_domains.py``).  Empty for a
+    claim judged on its own experiments rather than on problem files."""
+
+    losses: tuple[str, ...] = ()
+    heads: tuple[str, ...] = ()
+    exclude: tuple[tuple[str, str], ...] = ()
+
+    def pairs(self) -> tuple[tuple[str, str], ...]:
+        """The (loss, head) pairs of the domain: every loss with every head kind, less ``exclude``."""
+        return tuple((loss, h) for loss in self.losses for h in self.heads if (loss, h) not in self.exclude)
+
+
+@dataclass(frozen=True)
 class Claim:
     """One claim the suite checks.
 
@@ -125,6 +142,7 @@ class Claim:
     calibrations: tuple[str, ...]
     properties: tuple[str, ...]
     judge: Callable[[object, float], Verdict] | None = field(default=None, repr=False, compare=False)
+    domain: Domain = field(default_factory=Domain, compare=False)
 
     def first_failing_assumption(self, problem) -> Assumption | None:
         """The first of :attr:`assumptions` that ``problem`` does not meet, or None."""

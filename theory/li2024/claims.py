@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from theory.core.claims import Assumption, Claim
+from theory.core.claims import Assumption, Claim, Domain
 from theory.core.decision import Outcome, Verdict
+from theory.core.problem import LOSSES
 
 PAPER = "Li, Huang, Ildiz, Rawat, Oymak (2024), Mechanics of Next Token Prediction with Self-Attention"
 
@@ -156,7 +157,7 @@ THEOREM1 = Claim(
     ("a target 15-35° off W^svm", "W^fin moved by 0.2", "a run stopped at a tenth of its budget",
      "W^svm = 0 criterion on a log-growing run", "relaxed head, loss, step size, absent label"),
     ("properties/li2024/test_theorem1.py", "properties/li2024/test_relaxations.py"),
-    judge_theorem1)
+    judge_theorem1, Domain(("log",), ("biorthogonal",)))
 
 THEOREM2 = Claim(
     "li2024.theorem2", PAPER, "Theorem 2",
@@ -166,7 +167,7 @@ THEOREM2 = Claim(
     "its (log t)/t track and the finite error decaying geometrically, escalated to margins 32, 64",
     ("reversed-edge Graph-SVMs", "duplicated-sample W^fin"),
     ("properties/li2024/test_theorem2.py",),
-    judge_theorem2)
+    judge_theorem2, Domain(THEOREM2_LOSSES, ("biorthogonal",)))
 
 AUTOMATON = Claim(
     "li2024.automaton", PAPER, "Section 3 (automaton reading)",
@@ -177,7 +178,7 @@ AUTOMATON = Claim(
     "reject when kept >= 0.9 of their value a decade before at two budgets",
     ("retrieval of the lowest SCC", "composition with W^fin = 0", "a planted lowest-SCC rule"),
     ("properties/li2024/test_automaton.py",),
-    judge_automaton)
+    judge_automaton, Domain(("log",), ("biorthogonal",)))
 
 SECTION5 = Claim(
     "li2024.section5", PAPER, "Section 5 (local convergence)",
@@ -187,6 +188,6 @@ SECTION5 = Claim(
     "escalated x10 up to 2e7 steps; converging but not aligned there is undecided",
     ("a planted threshold that misreads the selection",),
     ("properties/li2024/test_section5.py", "properties/li2024/test_pseudo.py"),
-    judge_section5)
+    judge_section5, Domain(LOSSES, ("biorthogonal", "broken"), exclude=(("log", "biorthogonal"),)))
 
 CLAIMS = (THEOREM1, THEOREM2, AUTOMATON, SECTION5)
