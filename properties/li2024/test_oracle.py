@@ -206,10 +206,10 @@ def test_square_loss_example_has_a_finite_minimizer():
     assert abs(min(val for _, _, val in fin.balls) - 0.2614029081) < 1e-9, fin.balls
 
 
-@pytest.mark.xfail(strict=True, reason="suite bug (reported): analyze says L̃ has no finite minimiser (its Newton "
-                                       "descent runs to |W| = 41 where L̃ is flat, L̃ -> 1/3), but L̃ has a strict "
-                                       "global minimiser, L̃ = 0.2614 at δ = 1.861")
 def test_square_loss_finite_minimizer_is_found():
+    """L̃ has a strict global minimiser (L̃ = 0.2614 at δ = 1.861) and a higher infimum 1/3 at infinity: the
+    suite's Newton descent jumped past it to ||W|| = 41 and reported no minimiser, until a trust radius kept
+    the descent of a non-convex L̃ in its basin (theory/li2024/finite.py)."""
     q = oracle.OneQuery.from_json(SQUARE_FINITE)
     an = analyze(Problem.create(**SQUARE_FINITE))
     assert an.finite is not None, an.finite_absent
@@ -229,14 +229,17 @@ def test_no_minimizer_example_is_absent():
     assert reading.direction_diverges, reading.why
 
 
-@pytest.mark.xfail(strict=True, reason="suite bug (reported): with no W^fin Theorem 2's direction is judged by e⊥, "
-                                       "the error of the part orthogonal to S_fin, which says nothing when "
-                                       "Π_S W̄_R is unbounded; the oracle's W̄_R/R stays ~1 away from Ŵ^svm")
 def test_theorem2_no_minimizer_direction_does_not_hold():
-    """On the no-minimiser problem W̄_R/R does not approach Ŵ^svm (previous test), so the suite must not
-    say Theorem 2 holds."""
+    """On the no-minimiser problem W̄_R/R does not approach Ŵ^svm (previous test, the oracle), so the suite
+    must not say Theorem 2 holds: it judges the whole W̄_R/R where W^fin does not exist.  The oracle (no code
+    shared with theory/) shows the direction conclusion failing on a problem the statement covers (exp is
+    strictly decreasing with bounded |l'|, Assumptions 1-2 hold, W^svm != 0): a finding about the statement.
+    The suite's own verdict is "undecided" when its non-convex path met several certified local minima on a
+    sphere (it claims a failure only when every start agrees), "fails" otherwise.  (It said "holds", judging
+    only the part off S_fin, until then.)"""
     v = THEOREM2.check(Problem.create(**NO_MINIMIZER))
-    assert v.outcome.value != "holds", f"suite: {v.outcome.value} ({v.reason_text})"
+    assert v.outcome.value in ("fails", "undecided"), f"suite: {v.outcome.value} ({v.reason_text})"
+    assert v.measures["finite"] == "not applicable" and "whole" in v.reason_text, v.reason_text
 
 
 # L̃ = (e^{-u_1} + e^{-u_2})/2 with u_1 = 1/(1 + 2e^δ), u_2 = 1/(1 + 2e^{-δ}) is even in δ = v_1 - v_0: W = 0

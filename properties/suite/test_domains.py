@@ -122,13 +122,18 @@ def test_theorem2_holds_on_an_exp_loss_problem_against_its_own_W_fin():
     assert abs((W[1, 0] - W[0, 0]) - 1.7080) < 1e-3, W
 
 
-def test_theorem2_without_W_fin_judges_the_direction_alone():
-    """exp loss whose L̃ has its infimum at infinity along S_fin: no W^fin, so the finite-part conclusion has
-    no target ('not applicable', with the reason: a bounded loss), and the direction still holds."""
+def test_theorem2_without_W_fin_is_judged_on_the_whole_direction():
+    """exp loss whose L̃ has its infimum at infinity along S_fin: no W^fin, so the finite-part conclusion has no
+    target ('not applicable', with the reason: a bounded loss), and the direction is judged on the whole
+    W̄_R/R -- which does not approach W^svm (the S_fin part grows with R): Theorem 2's direction conclusion
+    fails on a problem its statement covers, as properties/li2024/test_oracle.py shows independently."""
     rc, out, _ = run_cli("check", "examples/theorem2_exp_no_finite_minimizer.json", "--claim", "li2024.theorem2")
     d = verdicts(out)["li2024.theorem2"]
-    assert rc == 0 and d["verdict"] == "holds", d
-    assert d["measures"]["finite"] == "not applicable" and d["measures"]["direction"] == "holds", d["measures"]
+    # "fails" only when every start of the non-convex path agrees; here they found two local minima at the
+    # escalated radii, so the suite does not claim the failure itself (the oracle's test does).
+    assert (rc, d["verdict"]) in ((1, "fails"), (0, "undecided")), d
+    assert d["measures"]["finite"] == "not applicable" and d["measures"]["direction"] == "fails", d["measures"]
+    assert "whole" in d["reason"], d["reason"]
     assert "bounded" in d["reason"] and "Assumption 1" not in d["reason"].split("finite part:")[1], d["reason"]
 
 

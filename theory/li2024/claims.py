@@ -107,11 +107,20 @@ def judge_theorem2(problem, budget_scale: float = 1.0) -> Verdict:
     out_d, why_d = judge.direction(an.svm.W)
     if an.finite is None:  # the finite-part conclusion has no target: W^fin does not exist for this loss
         out_f, why_f = Outcome.NOT_APPLICABLE, f"no target, W^fin does not exist ({an.finite_absent})"
+        why_d = f"judged on the whole W̄_R/R, since without W^fin nothing bounds its S_fin part: {why_d}"
     else:
         out_f, why_f = judge.finite(an.finite.W)
     outcomes = (out_d, out_f)
     outcome = (Outcome.FAILS if Outcome.FAILS in outcomes else Outcome.UNDECIDED if Outcome.UNDECIDED in outcomes
                else Outcome.HOLDS)
+    path_points = judge.extended()[2] if judge.escalated else path
+    minima = max((s.certificate.get("local_minima", 1) for s in path_points), default=1)
+    if outcome is Outcome.FAILS and minima > 1:
+        # A non-convex loss's path is the best certified KKT point of several starts; where the starts found
+        # different local minima, the global W̄_R the theorem speaks of is not certified: no failure claimed.
+        outcome = Outcome.UNDECIDED
+        why_d = (f"not confirmed: the loss is not convex and the starts found {minima} distinct local minima on "
+                 f"a sphere, so the path is not certified to be the global W̄_R; {why_d}")
     return Verdict(outcome, {"direction": out_d.value, "finite": out_f.value, "last_radius": float(radii[-1]),
                              "escalated": judge.escalated},
                    budget=len(judge.extended()[1]) if judge.escalated else len(radii),

@@ -26,8 +26,10 @@ Solvers.
   the first radius); ``certificate["clarabel_status"]`` and ``["solver"]`` say which happened, and the
   acceptance test is the same certificate.
 * other losses (``ce``, ``square``, ``exp``, or ``log`` without the assumptions): scipy SLSQP in θ with
-  the analytic gradient, warm-started from the previous radius of the path, then the same polish.
-  This is a *local* answer (a KKT point near the warm start), certified the same way.
+  the analytic gradient from the previous radius's point, the steepest-descent start and
+  :data:`RANDOM_STARTS` seeded random points of the sphere, each polished and certified; the certified
+  point of least loss is kept.  This is a *local* answer (the best KKT point of these starts; the loss is
+  not convex, so no certificate of global optimality exists), certified the same way.
 
 Certificate (:func:`certify`, independent of the solver; uses :func:`theory.li2024.losses.loss_and_grad`):
 * feasibility ``||W||_F <= R (1 + FEAS_TOL)``;
@@ -236,10 +238,13 @@ def certify(W: np.ndarray, problem: Problem, R: float, name: str = "problem", da
                               f"(||g||={ng:.2e} = {ng / max(floor, 1e-300):.0f}x the float64 floor, mu={mu:.2e} > 0)")
         raise SolverError(f"{head} interior point (||W||={nW:.6g}) with gradient norm {ng:.2e} > "
                           f"{GRAD_TOL:g} max(1, ||g(0)||={g0_norm:.2e})")
-    if mu < 0:
-        raise SolverError(f"{head} negative multiplier mu={mu:.2e} (the loss decreases inward)")
+    # The rounding test comes first: with the gradient at float64's floor the sign of mu = -<g, W>/R² is
+    # noise too (Theorem 2 on exp-loss problems: mu = -3.6e-20 and -6.5e-18 on gradients at the floor were
+    # refused as "negative multiplier" instead of being reported as not certifiable).
     if floor > FLOOR_MAX * ng:
         raise RoundingLevel(f"{head} gradient at rounding level (||g||={ng:.2e}, float64 floor {floor:.1e})")
+    if mu < 0:
+        raise SolverError(f"{head} negative multiplier mu={mu:.2e} (the loss decreases inward)")
     if resid > KKT_TOL * ng + floor:
         raise SolverError(f"{head} relative KKT residual ||g + mu W||/||g|| = {resid / ng:.2e} > {KKT_TOL:g} "
                           f"(+ rounding floor {floor / ng:.1e})")
@@ -316,6 +321,16 @@ class _Conic:
                                   f"{status!r}, not optimal")
             return None, status
         return x[:self.r].copy(), status
+
+
+def _distinct(values, rel: float = 1e-9) -> int:
+    """How many of ``values`` differ from each other by more than ``rel`` relative (sorted sweep)."""
+    vs = sorted(values)
+    return sum(1 for i, v in enumerate(vs) if i == 0 or v - vs[i - 1] > rel * max(abs(v), 1e-300))
+
+
+# Seeded random starts per radius for a non-convex loss (besides the warm and steepest-descent starts).
+RANDOM_STARTS = 4
 
 
 def _slsqp(f: _Objective, theta0: np.ndarray, R: float) -> np.ndarray:
@@ -499,33 +514,54 @@ def regularization_path(problem: Problem, radii, name: str = "problem",
             elif not starts:  # first radius and Clarabel not optimal: a local start, judged by the certificate
                 starts.append(_slsqp(f, _descent_start(f, R), R))
         else:
-            if not starts:
-                starts.append(_descent_start(f, R))
-            starts = [_slsqp(f, starts[0], R)]
-        # Polish every start; keep the first one that certifies (Clarabel's answer first).
+            # A non-convex loss has local minimizers on the sphere (and boundary points where the loss
+            # falls inward): solve from the warm start, the steepest-descent start and RANDOM_STARTS seeded
+            # directions, and keep the certified point of least loss.  Measured: an exp-loss path whose
+            # single warm-started SLSQP point had mu < 0 (the loss falling inward, R = 362) certifies from
+            # another start.  The answer is still a certified KKT point, the best of these starts, not a
+            # certified global minimizer.
+            rng = np.random.default_rng(len(out))
+            seeds = starts[:1] + [_descent_start(f, R)]
+            for _ in range(RANDOM_STARTS):
+                v = rng.normal(size=basis.dim)
+                seeds.append(v * (R / max(np.linalg.norm(v), 1e-300)))
+            starts = [_slsqp(f, th0, R) for th0 in seeds]
+        # Polish every start; keep the first one that certifies (Clarabel's answer first), or, for a
+        # non-convex loss, the certified one of least loss.
         failures = []
 
         def floor(th, R=R):
             return rounding_floor(basis.compose(th), problem, R, data, beta)
 
+        chosen, rounding, certified_losses = None, None, []
         for i, th in enumerate(starts):
             th, used = _polish(f, th, R, floor=floor)
             W = basis.compose(th)
             try:
                 cert = certify(W, problem, R, name, data, g0, interior)
-            except RoundingLevel:
+            except RoundingLevel as exc:
                 # Polished down to the float64 floor: the optimum is not certifiable in float64 whichever
                 # start reaches it.  Say so now (the caller counts it as not certifiable) rather than
-                # spend the polish budget of every other start on the same verdict.
-                raise
+                # spend the polish budget of every other start on the same verdict.  (A non-convex loss's
+                # other starts may reach other points: they are still tried.)
+                if convex:
+                    raise
+                rounding = rounding or exc
+                continue
             except SolverError as exc:
                 failures.append(str(exc))
                 continue
             solver = ("clarabel" if i == 0 and convex and note["clarabel_status"] == conic.OPTIMAL else
-                      "newton continuation from the previous radius" if convex else "slsqp (local)")
-            cert.update(solver=solver, polish_steps=used, error_bound=position_error_bound(f, th, cert), **note)
-            break
-        else:
+                      "newton continuation from the previous radius" if convex else
+                      f"slsqp (local, least loss of {len(starts)} starts)")
+            if chosen is None or cert["loss"] < chosen[2]["loss"]:
+                chosen = (th, used, cert, W, solver)
+            if convex:
+                break
+            certified_losses.append(cert["loss"])
+        if chosen is None:
+            if rounding is not None:
+                raise rounding
             # Last resort, still judged by the certificate: a fresh local solve from the steepest-descent
             # start (a warm start or an inaccurate solver answer can leave Newton stuck far away).
             th, used = _polish(f, _slsqp(f, _descent_start(f, R), R), R, floor=floor)
@@ -536,8 +572,11 @@ def regularization_path(problem: Problem, radii, name: str = "problem",
                 raise
             except SolverError:
                 raise SolverError(failures[0]) from None  # the best start's failure (Clarabel's, when convex)
-            cert.update(solver="slsqp from the descent start (fallback)", polish_steps=used,
-                        error_bound=position_error_bound(f, th, cert), **note)
+            chosen = (th, used, cert, W, "slsqp from the descent start (fallback)")
+        th, used, cert, W, solver = chosen
+        cert.update(solver=solver, polish_steps=used, error_bound=position_error_bound(f, th, cert), **note)
+        if not convex:  # distinct certified KKT values among the starts: > 1 means several local minima
+            cert["local_minima"] = _distinct(certified_losses)
         theta, prev_R = th, R
         out.append(RegPathSolution(R, W, cert["loss"], cert, th))
     return out

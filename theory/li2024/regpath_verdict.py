@@ -124,6 +124,22 @@ def finite_verdict(f, fin_norm) -> tuple[bool, str]:
     return ok, f"f={np.array2string(f, precision=4)} decay {ratio:.3g} (max {FIN_DECAY}), f_last/scale {f[-1] / scale:.3g} (max {FIN_MAX})"
 
 
+class WholeSpace:
+    """``S_fin`` read as ``{0}``: the direction is judged on the whole ``W̄_R/R``, the theorem's own statement.
+
+    The usual test reads the part of ``W̄_R`` off ``S_fin`` because, with ``W^fin`` finite, the ``S_fin`` part
+    stays bounded and drops out of ``W̄_R/R``.  Where ``L̃`` has no finite minimizer (a bounded loss) nothing
+    bounds it: on ``examples/theorem2_exp_no_finite_minimizer.json`` the path's ``S_fin`` part grows like
+    the margin (δ ≈ 1.9, 3.9, 7.8, 15.8 at t = 2..16, measured by the suite and by the independent oracle of
+    ``properties/oracle.py``), so ``W̄_R/R`` tends elsewhere while its part off ``S_fin`` is exactly
+    ``W^svm``'s direction."""
+
+    dim = 0
+
+    def project(self, W: np.ndarray) -> np.ndarray:
+        return np.zeros_like(W)
+
+
 class Theorem2Judge:
     """Theorem 2's verdicts on a certified path, with one escalation.
 
@@ -154,7 +170,8 @@ class Theorem2Judge:
         """(margins, radii, path) up to the escalation margins; :class:`RoundingLevel` if float64 runs out."""
         if self._extended is None:
             margins = margins_for(self.p, self.an, np.concatenate([MARGINS, ESCALATION]))
-            radii = np.array([np.linalg.norm(self.an.finite.W + t * self.an.svm.W) for t in margins])
+            fin = self.an.finite.W if self.an.finite is not None else np.zeros_like(self.an.svm.W)
+            radii = np.array([np.linalg.norm(fin + t * self.an.svm.W) for t in margins])
             more = regularization_path(self.p, radii[len(MARGINS):], resume=self.path[-1])
             self._extended = (margins, radii, list(self.path) + more)
         return self._extended
@@ -179,7 +196,7 @@ class Theorem2Judge:
         the path extended to the :data:`ESCALATION` margins by :func:`direction_zone`."""
         from theory.core.decision import Outcome
 
-        space = self.an.space
+        space = self.an.space if self.an.finite is not None else WholeSpace()
         e = direction_errors(self.path, space, target)
         ok, why = direction_verdict(self.path, space, target, self.margins)
         # Accepted at t <= 16 only by the track rule while still far (e > DIR_MAX): a wrong target still
