@@ -128,6 +128,8 @@ MUTANTS = [
     Mutant("strategy-d_extra-ignored", "drawn_problems ignores d_extra", "strategies/problems.py",
            "plan = draw(embedding_plans(d_extra=d_extra, kinds=embedding_kinds",
            "plan = draw(embedding_plans(d_extra=st.integers(0, 3), kinds=embedding_kinds"),
+    Mutant("strategy-classes-ignored", "sequence_classes ignores classes", "strategies/scansnap.py",
+           'K = draw(classes, label="classes")', 'K = draw(st.integers(2, 3), label="classes")'),
 ]
 
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from reports.record import record_inputs
 from strategies import (EMBEDDINGS, SHAPES, biorthogonal_heads, drawn_problems, embeddings, heldout_contexts,
-                        priority_structures, problems, realize, structures_of)
+                        priority_structures, probabilities, problems, realize, sequence_classes,
+                        single_common_classes, structures_of, trainable_problems)
 from strategies.problems import MAX_CONDITION
 from theory.li2024.graphs import token_priority_graphs, top_scc_tokens
 from theory.core.problem import Problem
@@ -358,3 +359,56 @@ def test_drawn_problems_honours_d_extra(dp):
 @given(p=problems(d_extra=st.just(5)))
 def test_problems_honours_d_extra(p):
     assert p.d == p.K + 5
+
+
+def _cond(E) -> float:
+    s = np.linalg.svd(np.asarray(E), compute_uv=False)
+    return float(s[0] / s[-1])
+
+
+# (strategy option, the strategy drawn with it narrowed, what every draw must then satisfy)
+OPTIONS = [
+    ("priority_structures-shapes", lambda: priority_structures(shapes=st.just("acyclic")),
+     lambda s: s.shape == "acyclic" and not s.cyclic),
+    ("priority_structures-n_queries", lambda: priority_structures(K=st.just(6), n_queries=st.just(2)),
+     lambda s: len(s.queries) == 2),
+    ("structures_of-shapes", lambda: structures_of(["cyclic"]), lambda s: s.shape == "cyclic" and s.cyclic),
+    ("structures_of-n_queries", lambda: structures_of(["mixed"], K=st.just(6), n_queries=st.just(3)),
+     lambda s: len(s.queries) == 3),
+    ("trainable_problems-shapes", lambda: trainable_problems(shapes=("svm_zero",)),
+     lambda dp: dp.structure.shape == "svm_zero"),
+    ("drawn_problems-structures", lambda: drawn_problems(structures=structures_of(["acyclic"], K=st.just(4))),
+     lambda dp: dp.structure.shape == "acyclic" and dp.problem.K == 4),
+    ("drawn_problems-heads", lambda: drawn_problems(heads=False), lambda dp: "head" not in dp.problem.to_json()),
+    ("drawn_problems-embedding_kinds", lambda: drawn_problems(embedding_kinds=st.just("orthonormal")),
+     lambda dp: np.allclose(dp.problem.E @ dp.problem.E.T, np.eye(dp.problem.K), atol=1e-9)),
+    ("drawn_problems-max_condition",
+     lambda: drawn_problems(embedding_kinds=st.just("ill_conditioned"), max_condition=4.0),
+     lambda dp: _cond(dp.problem.E) <= 4.0 * (1 + 1e-6)),
+    ("drawn_problems-max_len", lambda: drawn_problems(max_len=3),
+     lambda dp: max(len(s) for s in dp.problem.sequences) <= 3),
+    ("embeddings-kinds", lambda: embeddings(3, kinds=st.just("gaussian")),
+     lambda E: np.allclose(np.linalg.norm(E, axis=1), 1.0)),
+    ("embeddings-max_condition", lambda: embeddings(3, kinds=st.just("ill_conditioned"), max_condition=5.0),
+     lambda E: _cond(E) <= 5.0 * (1 + 1e-6)),
+    ("probabilities-min_value-max_value", lambda: probabilities(min_value=0.5, max_value=0.6),
+     lambda p: 0.5 <= p <= 0.6),
+    ("sequence_classes-classes", lambda: sequence_classes(classes=st.just(4)), lambda c: c.K == 4),
+    ("sequence_classes-queries", lambda: sequence_classes(classes=st.just(3), queries=st.just(2)),
+     lambda c: len(set(np.asarray(c.query).tolist())) == 2),
+    ("sequence_classes-distinct-common", lambda: sequence_classes(classes=st.just(2), distinct=st.just(2),
+                                                                  common=st.just(0)),
+     lambda c: np.asarray(c.P).shape == (2, 4)),
+    ("single_common_classes-classes", lambda: single_common_classes(classes=st.just(3)), lambda c: c.K == 3),
+]
+
+
+@pytest.mark.parametrize("strategy, check", [pytest.param(s, c, id=name) for name, s, c in OPTIONS])
+def test_every_draw_honours_a_narrowed_option(strategy, check):
+    """A strategy that ignored the option would draw outside it: 8 derandomized draws, each must respect it."""
+    @OPTION
+    @given(x=strategy())
+    def every_draw(x):
+        assert check(x), x
+
+    every_draw()
