@@ -352,11 +352,13 @@ def finite_component(problem: Problem, graphs: dict[int, TPG] | None = None, spa
                 step = step * (radius / n_step)
         # Full step first: accepted when it satisfies Armijo or shrinks the gradient -- near the minimizer
         # the decrease of L falls below its rounding and Armijo alone would stall on tiny steps.  (For a
-        # non-convex L̃ a shrinking gradient alone can mean a climb toward a saddle: L must not rise.)
+        # non-convex L̃ a shrinking gradient alone can mean a climb toward a saddle: L must not rise beyond
+        # its own rounding, which near the minimizer is all the change there is.)
         t = 1.0
         L_new, g_new = f(theta + step)
         if not (L_new <= L + 1e-4 * (g @ step)
-                or (np.linalg.norm(g_new) < 0.5 * np.linalg.norm(g) and (convex or L_new <= L))):
+                or (np.linalg.norm(g_new) < 0.5 * np.linalg.norm(g)
+                    and (convex or L_new <= L + 8 * np.finfo(float).eps * max(1.0, abs(L))))):
             while t >= 1e-12:  # Armijo backtracking
                 t /= 2
                 L_new, g_new = f(theta + t * step)
