@@ -63,7 +63,7 @@ def test_gd_aligns_with_the_pseudo_tpg_svm():
     outcomes: list = []
 
     @settings(max_examples=scaled(EXAMPLES_BASE), deadline=None)
-    @given(case=relaxed_cases("head"))
+    @given(case=relaxed_cases("head", head_loss="ce"))
     def prop(case):
         _alignment_property(case, outcomes)
 
@@ -104,7 +104,7 @@ def test_alignment_property_catches_a_planted_threshold():
     runs = []
 
     @settings(max_examples=10, derandomize=True, deadline=None, database=None)
-    @given(relaxed_cases("head"))
+    @given(relaxed_cases("head", head_loss="ce"))
     def collect(case):
         runs.append((case, train(case.problem, STEPS, safe_step(case.problem))))
 
@@ -133,7 +133,7 @@ def test_true_tpg_fails_where_the_pseudo_tpg_holds():
 
     # Existence is the claim: the first case found is judged, not shrunk (shrinking retrains every
     # candidate: 40 s of this test with it, 8 s without, under ci, and the claim is the same).
-    case = find(relaxed_cases("head"), gap, settings=settings(database=None, derandomize=True, max_examples=20,
+    case = find(relaxed_cases("head", head_loss="ce"), gap, settings=settings(database=None, derandomize=True, max_examples=20,
                                                               deadline=None, phases=[Phase.generate]))
     r = local_run(case)
     record_metrics(corr_true=r["corr_true"], corr_pseudo=r["corr_pseudo"], inc_true=r["inc_true"],

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from properties.helpers import describe
 from properties.search import assert_found_within
 from reports.record import record_metrics
-from theory.li2024.relaxations import svm_infeasible, theorem1_fails
+from theory.li2024.relaxations import EXPECTED, relaxation_key, svm_infeasible, theorem1_fails
 from properties.li2024.runs import certified_path, initial_weights, run_theorem1, theorem_problems
 from theory.li2024.plants import wrong_direction, reversed_edge_svms
 from theory.li2024.regpath_verdict import direction_verdict, margins_for
@@ -28,8 +28,13 @@ from theory.li2024 import criteria
 
 SEEDS = [0, 1, 2]
 # Examples within which each planted violation must be found, for every seed.
+# 'head' and 'loss:square' drop one assumption only since the relaxations judge the natural generalization
+# (the head relaxation used to switch to the ce loss as well, and the loss relaxation compared with the log
+# loss's W^fin, which made every other loss a "counterexample").  Measured first hits in this module (seeds
+# 0, 1, 2): head 7, 5, 11; loss:square 40, 31, 26 (its counterexamples need a cycle beside a singleton
+# label, see theory.li2024.relaxations.EXPECTED).
 WITHIN = {"wrong direction": 3, "wrong W^fin": 10, "frozen run": 3, "theorem 2 reversed edge": 10,
-          "head": 10, "label_absent": 10, "loss": 10, "step": 10, "dependent": 10}
+          "head": 15, "loss:square": 45, "step": 10, "dependent": 10}
 
 pytestmark = pytest.mark.theorem("Quality")
 
@@ -113,12 +118,18 @@ def test_finds_theorem2_against_a_reversed_edge(random_seed):
                         what="Theorem 2's criterion failing against a reversed-edge Graph-SVM")
 
 
+# The relaxations whose table entry is a counterexample (theory.li2024.relaxations.EXPECTED); the others are
+# findings ("none found", "undefined") that test_relaxations.py measures.
+COUNTEREXAMPLE_RELAXATIONS = [("head", None), ("loss", "square"), ("step", None)]
+
+
 @pytest.mark.parametrize("random_seed", SEEDS)
-@pytest.mark.parametrize("relaxation", ["head", "label_absent", "loss", "step"])
-def test_finds_theorem1_counterexample_without_an_assumption(relaxation, random_seed):
-    found_within(relaxed_cases(relaxation), theorem1_fails,
-                        key=relaxation, random_seed=random_seed,
-                        what=f"a Theorem 1 counterexample without '{relaxation}'")
+@pytest.mark.parametrize("relaxation,loss", COUNTEREXAMPLE_RELAXATIONS)
+def test_finds_theorem1_counterexample_without_an_assumption(relaxation, loss, random_seed):
+    assert EXPECTED[("Theorem 1", relaxation_key(relaxation, loss))][0] == "counterexample"
+    cases = relaxed_cases(relaxation, losses=(loss,)) if loss else relaxed_cases(relaxation)
+    found_within(cases, theorem1_fails, key=relaxation_key(relaxation, loss), random_seed=random_seed,
+                 what=f"a Theorem 1 counterexample without '{relaxation_key(relaxation, loss)}'")
 
 
 @pytest.mark.parametrize("random_seed", SEEDS)

@@ -275,10 +275,15 @@ class LossUndefined(ValueError):
 
 def log_loss_defined(problem: Problem) -> bool:
     """Every sample's ``u = h_y^T a`` is positive at ``W = 0`` (uniform attention over its tokens), so the
-    log loss is finite where the suite's GD starts."""
+    log loss is finite where the suite's GD starts.  Positive means above the rounding of ``H = C E^T``
+    (``ASSUMPTION_TOL`` times its scale, as for Assumption 1): with a computed biorthogonal head an absent
+    label's ``u`` is 1e-17, not 0, and ``-log u = 39`` would pass for a finite loss."""
+    from theory.core.problem import ASSUMPTION_TOL
+
     a = problem.counts / problem.counts.sum(axis=1, keepdims=True)
     u = (a * problem.H[problem.label_array]).sum(axis=1)
-    return bool((u > 0).all())
+    scale = max(1.0, float(np.linalg.norm(problem.C, 2) * np.linalg.norm(problem.E, 2)))
+    return bool((u > ASSUMPTION_TOL * scale).all())
 
 
 def log_sublevel_floor(problem: Problem) -> float:
@@ -292,7 +297,9 @@ def log_sublevel_floor(problem: Problem) -> float:
     segment of a step, while it stays in the set, the descent lemma gives ``L <= L(W) - s eta ||g||^2/2 <
     L(0)`` for ``s`` in (0, 1], so each ``u_i`` stays strictly above its floor and the segment cannot reach
     the set's boundary.  So :func:`safe_step` is safe for GD from ``W(0) = 0`` (the suite's start) or from any
-    ``W`` with ``L(W) <= L(0)``.  Raises :class:`LossUndefined` when ``L(0)`` is infinite."""
+    ``W`` with ``L(W) <= L(0)``.  A sample whose present tokens all have positive head entries has
+    ``u_i >= min_t h_{y_i t}`` everywhere; the larger of the two bounds is used per sample.  Raises
+    :class:`LossUndefined` when ``L(0)`` is infinite."""
     if not log_loss_defined(problem):
         raise LossUndefined("log loss: some sample has u = c_y^T f <= 0 under uniform attention (W = 0), so "
                             "-log u is infinite where GD starts")
@@ -304,7 +311,11 @@ def log_sublevel_floor(problem: Problem) -> float:
     a0 = data.counts / data.counts.sum(axis=1, keepdims=True)
     L0 = float(data.weights @ -np.log((a0 * data.H[data.labels]).sum(axis=1)))
     rest = data.weights @ m - data.weights * m
-    return float(np.exp(-(L0 - rest) / data.weights).min())
+    sublevel = np.exp(-(L0 - rest) / data.weights)
+    # A sample whose present tokens all have positive head weight never gets u below the least of them
+    # (u is their average under the attention), whatever W: the better of the two bounds holds.
+    present_min = np.where(present, data.H[data.labels], np.inf).min(axis=1)
+    return float(np.maximum(sublevel, present_min).min())
 
 
 def local_smoothness(problem: Problem, A: np.ndarray, data: TokenData, loss_name: str | None = None,
