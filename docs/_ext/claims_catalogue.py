@@ -32,6 +32,10 @@ def render_claims(claims) -> str:
         out.append("**Assumptions** (a problem that breaks one gets *not applicable*, naming it):")
         out.append("")
         out += [f"- **{_cell(a.name)}**: {_cell(a.statement)}" for a in c.assumptions] or ["- none"]
+        pairs = getattr(getattr(c, "domain", None), "pairs", lambda: ())()
+        if pairs:
+            out += ["", "**Stated domain** (loss, head) -- what `strategies.problems_for` draws: "
+                    + ", ".join(f"{loss}/{head}" for loss, head in pairs)]
         out += ["", f"**Verdict rule**: {_cell(c.rule)}", "", "**Planted violations it must reject**:", ""]
         out += [f"- {_cell(x)}" for x in c.calibrations] or ["- none"]
         out += ["", "**Checked by**: " + ", ".join(f"`{_cell(p)}`" for p in c.properties), ""]

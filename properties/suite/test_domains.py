@@ -72,6 +72,25 @@ def test_every_domain_draw_meets_the_claims_assumptions(name, data):
     assert failing is None, f"{failing.explain(p)[0]}\n{p.to_json()}"
 
 
+@pytest.mark.parametrize("option,value,holds", [
+    ("losses", ("exp",), lambda p: p.loss == "exp"),
+    ("losses", ("ce", "lsq"), lambda p: p.loss in ("ce", "lsq")),
+    ("embeddings", ("dependent",), lambda p: not p.assumptions()["embeddings_independent"]),
+    ("embeddings", ("independent",), lambda p: p.assumptions()["embeddings_independent"]),
+])
+def test_file_problems_honours_its_options(option, value, holds):
+    """Every draw respects the option (a strategy that ignored it would draw the others too)."""
+    from hypothesis import strategies as st
+
+    @settings(max_examples=20, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def draws(data):
+        p = data.draw(file_problems(**{option: value}))
+        assert holds(p), (option, value, p.to_json())
+
+    draws()
+
+
 def test_domain_outside_pairs_are_refused():
     from hypothesis.errors import InvalidArgument
 

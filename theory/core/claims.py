@@ -192,4 +192,5 @@ class Claim:
         """
         return {"name": self.name, "paper": self.paper, "reference": self.reference, "statement": self.statement,
                 "assumptions": [{"name": a.name, "statement": a.statement} for a in self.assumptions],
-                "rule": self.rule, "calibrations": list(self.calibrations), "properties": list(self.properties)}
+                "rule": self.rule, "calibrations": list(self.calibrations), "properties": list(self.properties),
+                "domain": [list(pair) for pair in self.domain.pairs()]}
