@@ -1,0 +1,130 @@
+"""Issue 38 measurements (not assertions): the angle between the Frobenius and the nuclear-norm Graph-SVM on
+random problems, and where GD on the factors (W_K, W_Q) goes on problems where the two differ by >= 10°.
+
+    .venv/bin/python benchmarks/nuclear_angles.py [--problems 30] [--steps 100000] [--gd-problems 4]
+
+Problems: Hypothesis draws of ``strategies.problems.drawn_problems`` (shapes acyclic/cyclic/mixed, K <= 6,
+every embedding kind) under a fixed ``hypothesis.seed``, duplicates removed (Hypothesis mutates its
+examples, so consecutive draws repeat), the first ``--problems`` distinct ones kept.
+
+Where GD goes is read two ways: the correlation of ``W(T)`` itself with each SVM direction (slow: the
+finite part ``W^fin`` decays like ``1/log T``), and that of the last decade's increment
+``W(T) - W(T/10)`` (the finite part cancels to first order).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import seed as hseed
+
+from strategies.problems import drawn_problems, structures_of
+from theory.core.problem import Problem
+from theory.li2024.factorized import train_factorized
+from theory.li2024.nuclear import angle_degrees, nuclear_norm, nuclear_svm
+from theory.li2024.svm import SolverError, graph_svm
+
+
+def draw_problems(n: int, seed: int = 38):
+    out = []
+    strat = drawn_problems(structures=structures_of(["acyclic", "cyclic", "mixed"], K=st.integers(2, 6)))
+
+    seen = set()
+
+    @hseed(seed)
+    @settings(max_examples=20 * n, database=None, derandomize=False, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(dp=strat)
+    def collect(dp):
+        key = str(dp.problem.to_json())
+        if key not in seen and len(out) < n:
+            seen.add(key)
+            out.append(dp)
+
+    collect()
+    return out[:n]
+
+
+def gaussian_problems(n: int, seed: int = 38):
+    """``n`` random problems: K in 3..6 tokens, d in {K, K + 2}, Gaussian embeddings (rows normalized),
+    4..10 sequences of 2..6 tokens drawn uniformly (the last is the query), each label a token of its
+    sequence (Assumption 1's 'labels in sequences'), the default head.  Problems with no ⇒ edge are kept
+    (W^svm = 0) and skipped by the caller."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < n:
+        K = int(rng.integers(3, 7))
+        d = K + int(rng.choice([0, 2]))
+        E = rng.standard_normal((K, d))
+        E /= np.linalg.norm(E, axis=1, keepdims=True)
+        seqs = [rng.integers(0, K, size=int(rng.integers(2, 7))).tolist() for _ in range(int(rng.integers(4, 11)))]
+        labels = [int(rng.choice(s)) for s in seqs]
+        out.append(Problem.create(E, seqs, labels, "log"))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--problems", type=int, default=30)
+    ap.add_argument("--steps", type=int, default=100_000)
+    ap.add_argument("--gd-problems", type=int, default=4)
+    ap.add_argument("--source", choices=["gaussian", "hypothesis"], default="gaussian")
+    args = ap.parse_args()
+    rows, failures = [], []
+    t0 = time.time()
+    class _Drawn:  # a Gaussian problem in DrawnProblem's shape
+        def __init__(self, p):
+            self.problem, self.structure = p, type("S", (), {"shape": "random"})()
+
+    source = (draw_problems(args.problems) if args.source == "hypothesis"
+              else [_Drawn(p) for p in gaussian_problems(args.problems)])
+    for i, dp in enumerate(source):
+        p = dp.problem
+        fro = graph_svm(p, exact=False)
+        try:
+            nuc = nuclear_svm(p)
+        except SolverError as exc:
+            failures.append((i, str(exc), json.dumps(p.to_json())))
+            continue
+        a = angle_degrees(nuc.W, fro.W)
+        if a is None:
+            continue
+        rows.append((i, dp, a, nuclear_norm(fro.W) / nuc.norm, np.linalg.norm(nuc.W) / np.linalg.norm(fro.W),
+                     nuc.certificate["gap"], fro, nuc))
+    angles = np.array([r[2] for r in rows])
+    print(f"{len(rows)} problems with W^svm != 0 ({time.time() - t0:.1f}s); angle (degrees): "
+          f"min {angles.min():.2f} median {np.median(angles):.2f} max {angles.max():.2f}; "
+          f">= 10°: {(angles >= 10).sum()}, < 1°: {(angles < 1).sum()}")
+    print("quantiles 10/25/50/75/90:", np.round(np.percentile(angles, [10, 25, 50, 75, 90]), 2).tolist())
+    print(f"nuclear SVM not certified on {len(failures)}:")
+    for f in failures:
+        print("  ", f)
+    print("max gap", max(r[5] for r in rows))
+    for r in rows:
+        print(f"  #{r[0]:2d} K={r[1].problem.K} d={r[1].problem.d} shape={r[1].structure.shape:8s} "
+              f"angle={r[2]:6.2f}  ||Wf||_*/||Wn||_*={r[3]:.4f}  ||Wn||_F/||Wf||_F={r[4]:.4f}")
+    big = [r for r in rows if r[2] >= 10][:args.gd_problems]
+    for r in big:
+        p = r[1].problem
+        for m in sorted({p.d, max(1, p.d // 2)}):
+            t = time.time()
+            run = train_factorized(p, args.steps, m, seed=0, frobenius=r[6].W, nuclear=r[7].W)
+            c = run.final
+            W = run.checkpoints
+            mid = W[len(W) // 2]
+            prev = min(W, key=lambda k: abs(k.step - c.step / 10))
+            dW = c.W - prev.W
+            inc = (angle_degrees(dW, r[6].W), angle_degrees(dW, r[7].W))
+            print(f"GD #{r[0]} K={p.K} d={p.d} m={m} angle={r[2]:.1f}: step {c.step} loss {c.loss:.4g} "
+                  f"||W|| {c.norm:.3g} corr_frob {c.corr_frobenius:.4f} corr_nuc {c.corr_nuclear:.4f} "
+                  f"angle_to_frob {np.degrees(np.arccos(min(1, c.corr_frobenius))):.2f} "
+                  f"angle_to_nuc {np.degrees(np.arccos(min(1, c.corr_nuclear))):.2f} "
+                  f"(at step {mid.step}: {mid.corr_frobenius:.4f}/{mid.corr_nuclear:.4f}); increment "
+                  f"{prev.step}->{c.step}: angle_to_frob {inc[0]:.2f} angle_to_nuc {inc[1]:.2f} {time.time() - t:.0f}s")
+
+
+if __name__ == "__main__":
+    main()
