@@ -261,7 +261,7 @@ def test_cli_analyze_prints_documented_json(scc_file):
     assert res.returncode == 0, f"exit {res.returncode}, stderr: {res.stderr}"
     out = json.loads(res.stdout)
     assert set(out) == {"vocab_size", "dim", "samples", "assumptions", "certificate", "graphs", "svm",
-                        "cyclic_subspace", "finite"}, sorted(out)
+                        "cyclic_subspace", "finite", "svm_nuclear"}, sorted(out)
     assert out["certificate"] == "exact"
     assert (out["vocab_size"], out["dim"], out["samples"]) == (3, 3, 3)
     assert out["assumptions"] == {"head_biorthogonal": True, "labels_in_sequences": True,

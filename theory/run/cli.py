@@ -94,7 +94,8 @@ def _parser() -> argparse.ArgumentParser:
     a = _sub(sub, "analyze", "graphs, Graph-SVM, cyclic subspace and W^fin of a problem file",
              "Analyze a problem file: its token-priority graphs, the certified Graph-SVM solution W^svm, the\n"
              "cyclic subspace S_fin and W^fin (or why it does not exist), the assumptions the problem meets\n"
-             "(under \"assumptions\"), and the certificate of each numerical answer.  Prints one JSON object.",
+             "(under \"assumptions\"), the nuclear-norm Graph-SVM and its angle to W^svm (under \"svm_nuclear\"),\n"
+             "and the certificate of each numerical answer.  Prints one JSON object.",
              f"{_EXIT}\n\nexample:\n  tpg analyze examples/scc_above_token.json")
     a.add_argument("file", metavar="FILE", help=_FILE_HELP)
     c = _sub(sub, "check", "every claim's verdict on a problem file: one JSON line each",
@@ -214,7 +215,16 @@ def _analyze(args) -> dict:
     from theory.core.problem import Problem
 
     problem = Problem.load(args.file)
-    return analyze(problem, name=args.file, bound=True).to_json()
+    an = analyze(problem, name=args.file, bound=True)
+    out = an.to_json()
+    # the nuclear-norm Graph-SVM (issue 38) and its angle to W^svm; a failed certificate is reported, not fatal
+    from theory.li2024.nuclear import nuclear_summary
+    from theory.li2024.svm import SolverError
+    try:
+        out["svm_nuclear"] = nuclear_summary(problem, name=args.file, frobenius=an.svm)
+    except SolverError as exc:
+        out["svm_nuclear"] = {"error": str(exc)}
+    return out
 
 
 def _train(args) -> dict:
