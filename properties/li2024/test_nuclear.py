@@ -235,3 +235,38 @@ def test_factorized_loss_decreases(dp, m, seed):
     losses = np.array([c.loss for c in run.checkpoints])
     assert np.all(np.diff(losses) <= 1e-12 * np.abs(losses[:-1]) + 1e-15), losses
     assert losses[-1] < losses[0]
+
+
+# -- the command line ------------------------------------------------------------------------------
+def test_cli_train_factorized(capsys):
+    """``tpg train FILE --factorized M``: the product's final W, loss (below L(0) = log of the uniform
+    attention's loss), correlations with both SVMs; a bad width or a conflicting option is bad input (2)."""
+    import json
+
+    from theory.li2024.losses import loss
+    from theory.run import cli
+
+    path = "examples/li_cyclic_trial0.json"
+    assert cli.main(["train", path, "--steps", "300", "--step-size", "0.05", "--factorized", "3"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"W", "loss", "norm", "correlation", "correlation_nuclear", "factor_width", "steps",
+                        "seconds"}
+    p = Problem.load(path)
+    W = np.array(out["W"])
+    assert W.shape == (p.d, p.d) and np.linalg.matrix_rank(W) <= 3
+    assert abs(out["loss"] - loss(W, p)) <= 1e-12 and out["loss"] < loss(np.zeros((p.d, p.d)), p)
+    assert -1 <= out["correlation"] <= 1 and -1 <= out["correlation_nuclear"] <= 1
+    assert out["factor_width"] == 3 and out["steps"] == 300
+    for bad in (["--factorized", "0"], ["--factorized", "2", "--normalized"]):
+        assert cli.main(["train", path, "--steps", "5", "--step-size", "0.05", *bad]) == 2
+        assert "--factorized" in capsys.readouterr().err
+
+
+def test_cli_analyze_prints_the_nuclear_svm(capsys):
+    import json
+
+    from theory.run import cli
+
+    assert cli.main(["analyze", "examples/li_cyclic_trial0.json"]) == 0
+    out = json.loads(capsys.readouterr().out)["svm_nuclear"]
+    assert out["certificate"]["gap"] <= TOL and 10 <= out["angle_to_frobenius_degrees"] <= 40

@@ -136,6 +136,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--engine", default="auto", metavar="E",
                    help="auto (compiled when available), numpy, compiled, or extended (50 digits; slow; the "
                         "loss prints as null)")
+    t.add_argument("--factorized", type=int, default=None, metavar="M",
+                   help="train the factors W_K, W_Q (d x M) of W = W_K W_Q^T instead, from a small seeded start, "
+                        "with the constant step ETA (numpy; not with --normalized or --init); also prints the "
+                        "correlation with the nuclear-norm Graph-SVM")
     r = _sub(sub, "reproduce", "run one of the papers' experiments",
              "Run one of the papers' experiments at its protocol (or a smaller budget) and print its measures\n"
              "as JSON; --figure also draws the experiment's figure from that JSON.\n"
@@ -237,6 +241,8 @@ def _train(args) -> dict:
         raise ProblemError(f"--steps: expected a non-negative integer, got {args.steps}")
     if not (np.isfinite(args.step_size) and args.step_size > 0):
         raise ProblemError(f"--step-size: expected a positive number, got {args.step_size}")
+    if args.factorized is not None:
+        return _train_factorized(args, problem)
     W0 = _load_matrix(args.init, problem.d) if args.init else None
     an = analyze(problem, name=args.file)
     if args.engine not in ("numpy", "compiled", "auto", "extended"):
@@ -253,6 +259,31 @@ def _train(args) -> dict:
     c = tr.final
     return {"W": c.W.tolist(), "loss": c.loss, "norm": c.norm, "correlation": c.correlation,
             "finite_error": c.finite_error, "steps": args.steps, "seconds": tr.seconds}
+
+
+def _train_factorized(args, problem) -> dict:
+    """``train --factorized M``: GD on (W_K, W_Q) (:mod:`theory.li2024.factorized`); the product's final
+    checkpoint with its correlations with the Frobenius and the nuclear-norm Graph-SVM."""
+    import time
+
+    from theory.li2024.factorized import train_factorized
+    from theory.li2024.nuclear import nuclear_svm
+    from theory.li2024.svm import graph_svm
+
+    if args.factorized < 1:
+        raise ProblemError(f"--factorized: expected a positive integer width M, got {args.factorized}")
+    if args.normalized or args.init:
+        raise ProblemError("--factorized: not with --normalized or --init")
+    if args.engine not in ("auto", "numpy"):
+        raise ProblemError(f"--factorized: runs on the numpy engine, got --engine {args.engine}")
+    fro, nuc = graph_svm(problem, name=args.file), nuclear_svm(problem, name=args.file)
+    t0 = time.perf_counter()
+    run = train_factorized(problem, args.steps, args.factorized, eta=args.step_size, frobenius=fro.W,
+                           nuclear=nuc.W, checkpoints=[0, args.steps])
+    c = run.final
+    return {"W": c.W.tolist(), "loss": c.loss, "norm": c.norm, "correlation": c.corr_frobenius,
+            "correlation_nuclear": c.corr_nuclear, "factor_width": args.factorized, "steps": args.steps,
+            "seconds": time.perf_counter() - t0}
 
 
 def _check(args) -> int:
