@@ -109,6 +109,15 @@ def main():
     big = [r for r in rows if r[2] >= 10][:args.gd_problems]
     for r in big:
         p = r[1].problem
+        # control: GD on W itself (Li et al.'s setting, Theorem 1: direction -> the Frobenius W^svm)
+        from theory.li2024.training import train
+        from theory.li2024.losses import safe_step
+        ctl = train(p, args.steps, safe_step(p), checkpoints=[args.steps // 10, args.steps], engine="numpy")
+        cW, pW = ctl.checkpoints[-1].W, ctl.checkpoints[0].W
+        rank = lambda W: int((np.linalg.svd(W, compute_uv=False) > 1e-6 * np.linalg.norm(W, 2)).sum())
+        print(f"W-GD #{r[0]} K={p.K} d={p.d} rank(Wf)={rank(r[6].W)} rank(Wn)={rank(r[7].W)}: step {args.steps} "
+              f"angle_to_frob {angle_degrees(cW, r[6].W):.2f} angle_to_nuc {angle_degrees(cW, r[7].W):.2f}; "
+              f"increment: {angle_degrees(cW - pW, r[6].W):.2f} / {angle_degrees(cW - pW, r[7].W):.2f}")
         for m in sorted({p.d, max(1, p.d // 2)}):
             t = time.time()
             run = train_factorized(p, args.steps, m, seed=0, frobenius=r[6].W, nuclear=r[7].W)
