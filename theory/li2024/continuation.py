@@ -1,0 +1,287 @@
+"""Log-time continuation of Li et al.'s GD: the gradient flow from a GD state, to 10^12 steps and beyond.
+
+Why.  Past the transient ``W(τ) ≈ ln(τ/τ₀) W^svm + W^fin + o(1)`` (docs/theory.md, Theorem 1): the gradient,
+the curvature and GD's per-step change all decay like ``1/τ``, so late GD is an ever more accurate
+explicit-Euler discretization of the gradient flow ``dW/dt = -∇L(W)`` with ``t = η τ``, and in log time
+``s = ln t`` that flow is smooth and slow.  An adaptive implicit integrator in ``s`` reaches ``10^12``
+steps-equivalent in ~10²-10³ gradient evaluations, where discrete GD must take every step (issue 37).
+
+The engine.
+  *Variables.*  As in :mod:`theory.li2024.training`: from the GD state ``W₁`` at step ``τ₁`` (scores
+  ``A₁ = E W₁ E^T``), ``W = W₁ - E^T B E`` and ``A = A₁ - M B M`` with ``M = E E^T``, ``dB/dt = G(A)``
+  (``G = dL/dA``, :func:`theory.li2024.losses.loss_and_grad_scores`, the saturated form without
+  cancellation: the right-hand side is exponentially small late, and that form keeps it exact to a few
+  ulps of itself).  ``G`` is zero outside the query columns ``Q``, so the state is ``B[:, Q]`` (K |Q|
+  numbers), and only ``A[:, Q]`` enters a softmax.
+  *Time.*  ``s = ln t``, ``t = η τ``: ``dB_Q/ds = e^s G_Q(A)``.  Late, ``G ~ 1/t`` and the right-hand side
+  is O(1)/decade (the W^svm coefficient gains ``||W^svm|| ln 10`` per decade).
+  *Stiffness.*  The flow inside the cyclic subspace ``S_fin`` converges like ``e^{-λ t}`` (``L̃`` is
+  strongly convex there), i.e. with rate ``λ e^s`` in ``s``: the problem is stiff and grows stiffer by a
+  factor 10 per decade.  An explicit method would need ``~t`` steps; LSODA (Adams while non-stiff,
+  switching to BDF) or Radau/BDF with the *analytic* Jacobian below take a handful per decade.
+  *Jacobian.*  For ``-log u`` under Assumption 1 sample i's ``dl/ds_i = a_i - e_{y_i}`` and its derivative
+  in the scores is ``S_i = diag(a_i) - a_i a_i^T`` (the diagonal entry of the most attended token written
+  ``a_r · Σ_{j≠r} a_j``, exact when ``a_r`` rounds to 1).  With ``P_k = Σ_{q_i = k} w_i S_i`` and
+  ``dA[:, k] = -M dB_Q M[Q, k]``: ``∂(G_Q)[i, k]/∂B_Q[j, l] = -(P_k M)[i, j] M[l, k]``.
+  *Tolerances.*  ``RTOL = 1e-10``, ``ATOL = 1e-12`` on the entries of ``B`` (and of the quadrature below).
+  Justification: the comparison with GD (below) resolves ``W`` to its GD-vs-flow bound, ~1e-6..1e-8 of
+  ``||W||`` over 10^5..10^7 steps, so the integrator must sit at least ~100x under it; ``1e-10`` does, and is
+  still ~10^6 ulps, so the error control does not chase rounding.  ``ATOL`` matters only for entries of
+  ``B`` that stay near 0.  The integrator's error is *measured*, not assumed: ``estimate_error=True``
+  solves again at ``rtol/100, atol/100`` and records the difference per checkpoint
+  (``integration_error``, in Frobenius units of ``W``).
+
+How far the continuation may stand in for GD (the validity tolerance).  Let ``φ`` be the exact flow from
+``W₁`` at ``t₁ = η τ₁``, ``W_k`` GD from the same state, ``e_k = W_k - φ(t_k)``.  Then
+``e_{k+1} = [W_k - η g(W_k)] - [φ_k - η g(φ_k)] - ℓ_k`` with the local error
+``ℓ_k = φ(t_{k+1}) - φ(t_k) + η g(φ(t_k)) = ∫_{t_k}^{t_{k+1}} [g(φ(t_k)) - g(φ(u))] du``.  Under
+Assumptions 1-2 the log loss is convex and β-smooth; for ``η <= 2/β`` the gradient step ``x -> x - η g(x)``
+is non-expansive, so ``||e_{k+1}|| <= ||e_k|| + ||ℓ_k||``.  Since ``dg/du = -H g`` along the flow,
+``||g(φ(t_k)) - g(φ(u))|| <= ∫_{t_k}^{u} ||H g||``, hence ``||ℓ_k|| <= η ∫_{t_k}^{t_{k+1}} ||H g|| dv`` and, with
+``e(τ₁) = 0``,
+
+    ||W_GD(τ) - φ(η τ)||_F  <=  D(τ) = η ∫_{t₁}^{η τ} ||H(φ) g(φ)||_F dt
+
+(a rigorous bound; it is twice the leading term ``(η²/2) Σ ||H g||`` of Euler's global error).  Late,
+``||H g|| ~ 1/t²``, so ``D`` converges: the whole future deviation of GD from the flow is of the size of one
+GD step at ``τ₁``.  ``H g`` is computed exactly in token space (``dA = M G M``, ``dG[:, k] = P_k dA[:, k]``,
+``H g = E^T dG E``) and ``D`` is integrated as one more component of the ODE (``dD/ds = η e^s ||H g||``).  The
+continuation's own distance to ``φ`` is ``integration_error``; GD's rounding adds at most
+``eps ||W||`` per step (``gd_rounding``).  :func:`deviation` is the sum of the three; :func:`compare`
+propagates it to the statistics Theorem 1's verdict uses (``properties/li2024/test_continuation.py``).
+
+Scope: plain GD, the log loss under Assumption 1 (Theorem 1's setting; the convexity above is what makes
+``D`` a bound).  Other losses (Section 5) and the decisions' use of the engine are issue 37's later steps.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from theory.core.problem import Problem
+from theory.li2024.analysis import Analysis
+from theory.li2024.losses import EPS, TokenData, attention, loss_and_grad_scores
+from theory.li2024.training import (Checkpoint, Trajectory, _scc_membership, grad_norm_scores, log_checkpoints,
+                                    top_scc_mass)
+
+__all__ = ["ContinuationCheckpoint", "ContinuedTrajectory", "continue_flow", "engine_of", "deviation",
+           "RTOL", "ATOL", "METHOD"]
+
+RTOL, ATOL = 1e-10, 1e-12
+METHOD = "LSODA"
+
+
+@dataclass
+class ContinuationCheckpoint(Checkpoint):
+    """A :class:`theory.li2024.training.Checkpoint` produced by the continuation (``engine``), with what bounds
+    its distance to discrete GD at the same step: ``gd_deviation_bound`` (``D(τ)``, module docstring),
+    ``integration_error`` (measured, or None) and ``gd_rounding`` (``eps ||W||`` per step since ``τ₁``)."""
+    engine: str = "continuation"
+    gd_deviation_bound: float = 0.0
+    integration_error: float | None = None
+    gd_rounding: float = 0.0
+
+
+@dataclass
+class ContinuedTrajectory(Trajectory):
+    """A :class:`theory.li2024.training.Trajectory` whose checkpoints past ``continued_from`` come from the
+    continuation.  ``evaluations``: right-hand-side evaluations (``nfev``) and Jacobians (``njev``)."""
+    continued_from: int = 0
+    method: str = METHOD
+    rtol: float = RTOL
+    atol: float = ATOL
+    nfev: int = 0
+    njev: int = 0
+    continuation_seconds: float = 0.0
+    notes: list = field(default_factory=list)
+
+
+def engine_of(c) -> str:
+    """``"gd"`` or ``"continuation"``: which engine produced checkpoint ``c``."""
+    return getattr(c, "engine", "gd")
+
+
+def deviation(c) -> float:
+    """The bound on ``||W_GD - W||_F`` at a checkpoint: 0 for a GD checkpoint; for a continuation checkpoint
+    ``D(τ)`` + its measured integration error + GD's rounding (module docstring)."""
+    if engine_of(c) == "gd":
+        return 0.0
+    return c.gd_deviation_bound + (c.integration_error or 0.0) + c.gd_rounding
+
+
+class _Flow:
+    """The right-hand side, its Jacobian and ``||H g||`` in the reduced variables ``B_Q``."""
+
+    def __init__(self, problem: Problem, W1: np.ndarray, eta: float, sign: float = 1.0):
+        data = TokenData.from_problem(problem)
+        if data.loss != "log" or not data.biorthogonal:
+            raise NotImplementedError("continuation: the log loss under Assumption 1 only (Theorem 1's setting; "
+                                      f"got loss {data.loss!r}, head biorthogonal {data.biorthogonal})")
+        self.data, self.E, self.M = data, problem.E, problem.gram
+        self.K = problem.K
+        self.Q = np.array(sorted(set(data.queries.tolist())), dtype=np.int64)
+        self.nq = len(self.Q)
+        self.qidx = np.searchsorted(self.Q, data.queries)
+        self.MQQ = self.M[np.ix_(self.Q, self.Q)]
+        self.A1 = self.E @ W1 @ self.E.T
+        self.W1 = W1
+        self.eta, self.sign = eta, sign
+        self.n = self.K * self.nq
+
+    def scores(self, y):
+        A = self.A1.copy()
+        A[:, self.Q] -= self.M @ y[:self.n].reshape(self.K, self.nq) @ self.MQQ
+        return A
+
+    def full_B(self, y):
+        B = np.zeros((self.K, self.K))
+        B[:, self.Q] = y[:self.n].reshape(self.K, self.nq)
+        return B
+
+    def P(self, A):
+        """``P_k = Σ_{q_i = k} w_i (diag a_i - a_i a_i^T)`` (|Q| x K x K), the top diagonal entry cancellation-free."""
+        a = attention(A, self.data)
+        m = np.arange(len(a))
+        r = a.argmax(axis=1)
+        S = -a[:, :, None] * a[:, None, :]
+        d = a - a * a
+        off = a.copy()
+        off[m, r] = 0.0
+        d[m, r] = a[m, r] * off.sum(axis=1)  # a_r (1 - a_r) with 1 - a_r = Σ_{j≠r} a_j
+        S[:, np.arange(self.K), np.arange(self.K)] = d
+        out = np.zeros((self.nq, self.K, self.K))
+        np.add.at(out, self.qidx, self.data.weights[:, None, None] * S)
+        return out
+
+    def rhs(self, s, y):
+        A = self.scores(y)
+        _, G = loss_and_grad_scores(A, self.data)
+        t = np.exp(s)
+        out = np.empty(self.n + 1)
+        out[:self.n] = self.sign * t * G[:, self.Q].ravel()
+        out[self.n] = self.eta * t * self.hg_norm(A, G)
+        return out
+
+    def hg_norm(self, A, G):
+        """``||H g||_F`` with ``g = E^T G E``: ``dA = M G M``, ``dG[:, k] = P_k dA[:, k]``."""
+        P = self.P(A)
+        dA = self.M @ G[:, self.Q] @ self.MQQ  # (M G M)[:, Q] (G is zero outside Q)
+        dG = np.zeros((self.K, self.K))
+        dG[:, self.Q] = np.einsum("kij,jk->ik", P, dA)
+        return grad_norm_scores(dG, self.M)
+
+    def jac(self, s, y):
+        A = self.scores(y)
+        PM = self.P(A) @ self.M  # |Q| x K x K
+        # J[(i,k),(j,l)] = -(P_k M)[i, j] M[l, k]
+        J4 = -np.einsum("kij,lk->ikjl", PM, self.MQQ)
+        J = np.zeros((self.n + 1, self.n + 1))
+        J[:self.n, :self.n] = self.sign * np.exp(s) * J4.reshape(self.n, self.n)
+        return J
+
+
+def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float, atol: float):
+    y0 = np.zeros(flow.n + 1)
+    sol = solve_ivp(flow.rhs, (s1, float(s_eval[-1])), y0, method=method, t_eval=s_eval, jac=flow.jac,
+                    rtol=rtol, atol=atol)
+    if not sol.success:
+        raise FloatingPointError(f"continuation: {method} failed: {sol.message}")
+    return sol
+
+
+def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Analysis | None = None, *,
+                  method: str = METHOD, rtol: float = RTOL, atol: float = ATOL, estimate_error: bool = False,
+                  checkpoints=None, sign: float = 1.0, time_scale: float = 1.0) -> ContinuedTrajectory:
+    """``traj`` (plain GD on ``problem``) continued to ``steps`` steps-equivalent by the gradient flow in log time.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem ``traj`` was trained on (log loss, Assumption 1).
+    traj : Trajectory
+        A plain-GD run, at least one step long; the flow starts from its last iterate at ``τ₁ = traj.final.step``.
+    steps : int
+        The horizon in GD steps (``t = η τ``).
+    analysis : Analysis, optional
+        As for :func:`theory.li2024.training.train` (the checkpoints' metrics).
+    method, rtol, atol : optional
+        :func:`scipy.integrate.solve_ivp`'s (module docstring for the defaults).
+    estimate_error : bool
+        Solve again at ``rtol/100, atol/100`` and record the difference in ``W`` per checkpoint.
+    checkpoints : array_like of int, optional
+        Steps to report past ``τ₁``; default those :func:`theory.li2024.training.log_checkpoints` gives past it
+        (as :func:`theory.li2024.training.resume` does).
+    sign, time_scale : float
+        Planted defects for the validity property only (``-1``: the wrong sign of the step; ``2``: the time
+        map ``t = t₁ + 2 η (τ - τ₁)``).  Leave them at 1.
+
+    Returns
+    -------
+    ContinuedTrajectory
+        ``traj``'s checkpoints followed by :class:`ContinuationCheckpoint` s.
+    """
+    if traj.normalized:
+        raise NotImplementedError("continuation: plain GD only (normalized GD's flow is another equation)")
+    tau1 = int(traj.final.step)
+    if tau1 < 1:
+        raise ValueError("continuation: start from a GD state after at least one step")
+    later = log_checkpoints(steps) if checkpoints is None else np.asarray(checkpoints, dtype=np.int64)
+    later = np.unique(later[later > tau1])
+    base = ContinuedTrajectory(list(traj.checkpoints), traj.eta, False, traj.seconds,
+                               continued_from=getattr(traj, "continued_from", tau1) if engine_of(traj.final) != "gd"
+                               else tau1, method=method, rtol=rtol, atol=atol)
+    if len(later) == 0:
+        return base
+    if engine_of(traj.final) != "gd":
+        raise ValueError("continuation: start from a GD state (this trajectory already ends in the continuation)")
+    eta = traj.eta
+    flow = _Flow(problem, traj.final.W, eta, sign)
+    t1 = eta * tau1
+    s1 = float(np.log(t1))
+    s_eval = np.log(t1 + time_scale * eta * (later.astype(float) - tau1))
+    start = time.perf_counter()
+    sol = _solve(flow, s1, s_eval, method, rtol, atol)
+    nfev, njev = int(sol.nfev), int(sol.njev)
+    fine = None
+    if estimate_error:
+        fine = _solve(flow, s1, s_eval, method, rtol / 100, atol / 100)
+        nfev += int(fine.nfev)
+        njev += int(fine.njev)
+    seconds = time.perf_counter() - start
+    E, M = problem.E, problem.gram
+    membership = _scc_membership(analysis) if analysis is not None else None
+    wmax = max(float(np.linalg.norm(traj.final.W)), 1.0)
+    out = []
+    for j, tau in enumerate(later):
+        y = sol.y[:, j]
+        B = flow.full_B(y)
+        W = flow.W1 - E.T @ B @ E
+        A = flow.A1 - M @ B @ M
+        L, G = loss_and_grad_scores(A, flow.data)
+        norm = float(np.linalg.norm(W))
+        wmax = max(wmax, norm)
+        err = None
+        if fine is not None:
+            err = float(np.linalg.norm(E.T @ (flow.full_B(fine.y[:, j]) - B) @ E))
+        corr = fe = coef = fit = mass = None
+        if analysis is not None:
+            Wsvm, sn = analysis.svm.W, analysis.svm.norm
+            Wfin = analysis.finite.W if analysis.finite is not None else np.zeros_like(W)
+            if sn > 0:
+                coef = float(np.sum(W * Wsvm) / sn)
+                corr = coef / norm if norm > 0 else 0.0
+                Dm = W - Wfin
+                fit = float(np.linalg.norm(Dm - np.sum(Dm * Wsvm) / sn**2 * Wsvm))
+            if analysis.finite is not None:
+                fe = float(np.linalg.norm(analysis.space.project(W) - Wfin))
+            mass = top_scc_mass(A, problem, membership)
+        out.append(ContinuationCheckpoint(int(tau), W, float(L), norm, corr, fe, coef, fit, mass,
+                                          float(np.linalg.norm(E.T @ G @ E)), engine="continuation",
+                                          gd_deviation_bound=float(y[flow.n]), integration_error=err,
+                                          gd_rounding=float((tau - tau1) * EPS * wmax)))
+    base.checkpoints += out
+    base.nfev, base.njev, base.continuation_seconds = nfev, njev, seconds
+    return base
