@@ -17,7 +17,7 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, find, given, settings
+from hypothesis import HealthCheck, event, find, given, settings
 
 from properties.judging import scaled
 from strategies.domains import file_problems, problems_for
@@ -106,8 +106,7 @@ def test_domain_outside_pairs_are_refused():
 LI_CLAIMS = [c.name for c in all_claims() if c.name.startswith("li2024.")]
 
 
-@pytest.mark.slow
-@settings(max_examples=scaled(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=scaled(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(p=file_problems())
 def test_check_answers_every_valid_file(p, tmp_path_factory):
     """Every Li et al. claim printed once; exit 0 or 1, never 2 (valid input) or 3 (a computation that failed
@@ -121,9 +120,16 @@ def test_check_answers_every_valid_file(p, tmp_path_factory):
     got = verdicts(out)
     assert sorted(got) == sorted(LI_CLAIMS), sorted(got)
     for name, d in got.items():
+        event(f"{name}: {d['verdict']}")
         assert d["verdict"] != "error", f"{name}: {d['reason']}\n{json.dumps(p.to_json())}"
         if d["verdict"] == "not applicable":
             assert d["reason"], name
+        # A valid problem inside a theorem's domain never gets "fails" (a false alarm), except Theorem 2
+        # without W^fin, the statement's gap the oracle shows, and Section 5, whose claim allows 5% of judged
+        # cases not aligned (its own property counts them).
+        if d["verdict"] == "fails" and name != "li2024.section5":
+            assert name == "li2024.theorem2" and d["measures"].get("finite") == "not applicable", (
+                f"{name} fails on a valid problem: {d['reason']}\n{json.dumps(p.to_json())}")
 
 
 # ------------------------------------------------------------------------------------------------
