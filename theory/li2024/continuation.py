@@ -67,7 +67,7 @@ from theory.li2024.losses import EPS, TokenData, attention, loss_and_grad_scores
 from theory.li2024.training import (Checkpoint, Trajectory, _scc_membership, grad_norm_scores, log_checkpoints,
                                     top_scc_mass)
 
-__all__ = ["ContinuationCheckpoint", "ContinuedTrajectory", "continue_flow", "engine_of", "deviation",
+__all__ = ["Agreement", "ContinuationCheckpoint", "ContinuedTrajectory", "bounds_of", "compare", "continue_flow", "engine_of", "deviation",
            "RTOL", "ATOL", "METHOD"]
 
 RTOL, ATOL = 1e-10, 1e-12
@@ -285,3 +285,144 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
     base.checkpoints += out
     base.nfev, base.njev, base.continuation_seconds = nfev, njev, seconds
     return base
+
+
+# ------------------------------------------------------------------------------------------------
+# Validity: the continuation against discrete GD on the statistics Theorem 1's verdict uses
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class Agreement:
+    """One statistic on discrete GD and on the continuation at one budget, and how far apart the deviation
+    bound lets them be (``tolerance``; ``inf`` where the bound cannot resolve the statistic)."""
+    name: str
+    gd: float
+    continuation: float
+    tolerance: float
+    distance: float | None = None  # default |gd - continuation|
+
+    def __post_init__(self):
+        if self.distance is None:
+            a, b = self.gd, self.continuation
+            self.distance = 0.0 if a == b else abs(a - b) if np.isfinite(a) and np.isfinite(b) else float("inf")
+
+    @property
+    def agrees(self) -> bool:
+        return bool(self.distance <= self.tolerance)
+
+    @property
+    def excess(self) -> float:
+        """``distance / tolerance``: <= 1 agrees; the planted defects' size in the same unit."""
+        if self.tolerance == float("inf"):
+            return 0.0
+        return self.distance / self.tolerance if self.tolerance > 0 else float("inf") if self.distance > 0 else 0.0
+
+    def __str__(self):
+        return (f"{self.name}: GD {self.gd:.6g}, continuation {self.continuation:.6g}, |Δ| {self.distance:.3g} "
+                f"{'<=' if self.agrees else '>'} tolerance {self.tolerance:.3g}")
+
+
+def _score_sensitivity(problem: Problem) -> float:
+    """``max_j ||e_j|| · max_k ||e_k||``: a move ``ΔW`` shifts every score ``e_j^T W e_k`` by at most this x ``||ΔW||_F``."""
+    r = float(np.linalg.norm(problem.E, axis=1).max())
+    return r * r
+
+
+def bounds_of(cont: Trajectory) -> dict[int, float]:
+    """``{step: δ}``: the deviation bound (:func:`deviation`) of every checkpoint of ``cont``."""
+    return {x.step: deviation(x) for x in cont.checkpoints}
+
+
+def compare(gd: Trajectory, cont: Trajectory, analysis: Analysis, budget: int,
+            bounds: dict[int, float] | None = None) -> list[Agreement]:
+    """The statistics of :func:`theory.li2024.criteria.theorem1_statistics` on ``gd`` and ``cont`` (both cut at
+    ``budget``, with checkpoints at the same steps) and the tolerance each inherits from :func:`deviation`.
+
+    With ``δ(τ)`` the bound on ``||W_GD(τ) - W(τ)||_F`` (0 at GD checkpoints) at the budget's ``τ, τ/10, τ/100``:
+
+    * ``W``: at every shared checkpoint ``||ΔW|| <= δ`` (the worst ratio is reported).
+    * coefficient ``c = <W, Ŵ>`` moves by at most ``δ``, so the gains ``g₁ = c(τ) - c(τ/10)``, ``g₀`` by
+      ``Δ₁ = δ(τ) + δ(τ/10)``, ``Δ₀ = δ(τ/10) + δ(τ/100)``; the growth ratio's tolerance is the widest
+      ``|(g₁ ± Δ₁)/(g₀ ∓ Δ₀) - g₁/g₀|`` (infinite when ``Δ₀ >= g₀``).
+    * direction: the increment ``v = W(τ) - W(τ/10)`` moves by ``Δ₁``, its angle θ to ``W^svm`` by at most
+      ``arcsin(Δ₁/||v||)``; the rate ``tan θ · ln(τ/τ₀)`` (same ``τ₀`` on both) by the widest change of ``tan``.
+    * finite error ``||Π_S W - W^fin||``: by ``δ(τ)`` (a projection does not expand); its largest value over
+      ``[τ/100, τ/10]`` by the largest ``δ`` there.
+    * leak ``1 - top-SCC mass`` at ``τ`` and ``τ/10``: every score moves by ``σ = s_E δ``
+      (:func:`_score_sensitivity`), each attention ratio by ``e^{±2σ}``, so the leak by a factor
+      ``e^{±2σ}``; plus the rounding of ``1 - mass`` (``4 K eps``).
+
+    ``bounds`` (``{step: δ}``, :func:`bounds_of`) gives ``δ``; default ``cont``'s own.  ``D`` is a property of
+    the exact flow, integrated along the path the engine computed: a defective engine (the planted wrong sign
+    of the step) integrates it along a wrong path and reports a bound of its own making (measured: 2.5e6 on
+    ``examples/scc_above_token.json``).  A continuation under test is therefore judged against the bounds of
+    the reference engine's run (the property does so), never against its own report alone.
+    """
+    from theory.li2024 import criteria
+    from theory.li2024.training import truncate
+
+    g, c = truncate(gd, budget), truncate(cont, budget)
+    if g.final.step != c.final.step:
+        raise ValueError(f"compare(): the runs end at {g.final.step} and {c.final.step}, not at one budget")
+    _, mg = criteria.theorem1_statistics(g, analysis)
+    _, mc = criteria.theorem1_statistics(c, analysis)
+    at = {x.step: x for x in g.checkpoints}
+    end, mid, early = (criteria._at(c, c.final.step / f) for f in (1, 10, 100))
+    bounds = bounds_of(c) if bounds is None else bounds
+
+    def delta(x):  # the reference bound at a checkpoint (0 where it is GD's own)
+        return 0.0 if engine_of(x) == "gd" else bounds[x.step]
+
+    d_end, d_mid, d_early = delta(end), delta(mid), delta(early)
+    out = []
+
+    worst = None
+    for x in c.checkpoints:
+        if engine_of(x) == "gd" or x.step not in at:
+            continue
+        dist, tol = float(np.linalg.norm(x.W - at[x.step].W)), delta(x)
+        a = Agreement(f"W at step {x.step}", 0.0, dist, tol, dist)
+        if worst is None or a.excess > worst.excess:
+            worst = a
+    if worst is not None:
+        out.append(worst)
+
+    Wsvm, sn = analysis.svm.W, analysis.svm.norm
+
+    def coef(x):
+        return float(np.sum(x.W * Wsvm) / sn)
+
+    g1, g0 = coef(end) - coef(mid), coef(mid) - coef(early)
+    D1, D0 = d_end + d_mid, d_mid + d_early
+    if g0 - D0 > 0:
+        r = g1 / g0
+        tol = max(abs((g1 + D1) / (g0 - D0) - r), abs((g1 - D1) / (g0 + D0) - r))
+    else:
+        tol = float("inf")
+    out.append(Agreement("growth ratio", mg["growth_ratio"], mc["growth_ratio"], tol))
+
+    v = float(np.linalg.norm(end.W - mid.W))
+    L = mc["log_time"]
+    inc = mc["incremental_correlation"]
+    if v > D1 and inc > 0:
+        theta = float(np.arccos(min(1.0, inc)))
+        dth = float(np.arcsin(D1 / v))
+        hi = theta + dth
+        tol = float("inf") if hi >= np.pi / 2 else L * max(np.tan(hi) - np.tan(theta),
+                                                             np.tan(theta) - np.tan(max(0.0, theta - dth)))
+    else:
+        tol = float("inf")
+    out.append(Agreement("direction rate", mg["direction_rate"], mc["direction_rate"], tol))
+
+    out.append(Agreement("finite error", mg["finite_error"], mc["finite_error"], d_end))
+    d_window = max([delta(x) for x in c.checkpoints if early.step <= x.step <= mid.step] or [0.0])
+    out.append(Agreement("finite error over the decade before", mg["finite_error_prev"], mc["finite_error_prev"],
+                         d_window))
+
+    sE = _score_sensitivity(analysis.problem)
+    floor = 4 * analysis.problem.K * EPS
+    for name, x, d in (("leak", end, d_end), ("leak a decade before", mid, d_mid)):
+        leak_g, leak_c = 1 - at[x.step].top_scc_mass, 1 - x.top_scc_mass
+        spread = 2 * sE * d
+        tol = leak_c * float(np.expm1(spread)) + floor if spread < 700 else float("inf")
+        out.append(Agreement(name, leak_g, leak_c, tol))
+    return out

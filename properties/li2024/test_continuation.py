@@ -1,0 +1,143 @@
+"""The log-time continuation (:mod:`theory.li2024.continuation`) stands in for discrete GD: measured, not assumed.
+
+On drawn Theorem 1 problems (log loss, Assumptions 1-2) discrete GD runs from 0 to 10^5 steps at the safe
+step; from its state there both discrete GD and the continuation go on to 10^6 steps, and every statistic of
+Theorem 1's verdict (:func:`theory.li2024.criteria.theorem1_statistics`: growth ratio, direction rate, finite
+error, leak) and ``W`` itself must agree within the tolerance :func:`theory.li2024.continuation.compare`
+derives from the GD-vs-flow bound ``D = η ∫ ||H g|| dt`` (the module docstring's derivation), the measured
+integration error and GD's rounding.  Two planted defects must disagree beyond it on every drawn problem:
+the wrong sign of the step, and a time map off by a factor 2 (the continuation of a step 2η).  They are
+judged against the honest run's bounds: a defective engine's own bound is integrated along its own wrong
+path.  The regression case ``examples/theorem1_slow_direction.json`` reproduces issue 37's measurement.
+
+Measured (stress profile, 160 judged examples of every shape, 38 rejected by the strategy): on every valid
+run the worst distance/tolerance over all statistics was 0.4313-0.4316 (always ``W`` itself: the rigorous
+bound is ~2.3x GD's actual deviation from the flow; every verdict statistic sat far lower); the mildest
+planted defect was 8.9e4 times its tolerance (the time map off by 2; the wrong sign 1e10-4e11).  Caught by
+``W``, the growth ratio and the leak on every draw, also by the direction rate or the finite error on most.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import event, given, settings
+
+from properties.helpers import describe, note_problem
+from properties.judging import margin, not_judged, scaled
+from strategies import trainable_problems
+from theory.core.problem import Problem
+from theory.li2024 import criteria
+from theory.li2024.analysis import analyze
+from theory.li2024.continuation import bounds_of, compare, continue_flow, engine_of
+from theory.li2024.losses import safe_step
+from theory.li2024.training import resume, train, truncate
+
+START, BUDGET = 10**5, 10**6
+PLANTS = {"wrong sign of the step": {"sign": -1.0}, "time map off by 2": {"time_scale": 2.0}}
+
+
+def runs(problem, an, budget=BUDGET):
+    """``(gd, continuation)`` from the same GD state at START to ``budget`` (the continuation's error measured)."""
+    eta = safe_step(problem)
+    start = train(problem, START, eta, analysis=an)
+    return resume(problem, start, budget, analysis=an), continue_flow(problem, start, budget, an,
+                                                                       estimate_error=True), start
+
+
+def bucket(x: float) -> str:
+    """A decade bucket of a distance/tolerance ratio, for the run's statistics."""
+    return "inf" if not np.isfinite(x) else "0" if x <= 0 else f"1e{int(np.floor(np.log10(x)))}"
+
+
+def report(agreements) -> str:
+    return "\n".join(f"  {'ok ' if a.agrees else 'BAD'} {a}" for a in agreements)
+
+
+@pytest.mark.theorem("Theorem 1")
+@settings(max_examples=scaled(20))
+@given(dp=trainable_problems())
+def test_continuation_agrees_with_gd_and_catches_planted_defects(dp):
+    p = dp.problem
+    an = analyze(p)
+    note_problem(p, an)
+    if an.finite is None:
+        not_judged("no W^fin")  # the finite error is undefined; Theorem 1's verdict is not run either
+    gd, cont, start = runs(p, an)
+    assert all(engine_of(c) == "gd" for c in cont.checkpoints if c.step <= START)
+    assert all(engine_of(c) == "continuation" for c in cont.checkpoints if c.step > START)
+    got = compare(gd, cont, an, BUDGET)
+    bad = [a for a in got if not a.agrees]
+    assert not bad, f"continuation and GD disagree beyond the derived tolerance:\n{report(got)}\nproblem file: {describe(p)}"
+    worst = max(a.excess for a in got)
+    margin("continuation distance/tolerance", "valid", worst)
+    event(f"valid: worst distance/tolerance {bucket(worst)}")
+    honest = bounds_of(cont)
+    for name, plant in PLANTS.items():
+        wrong = continue_flow(p, start, BUDGET, an, **plant)
+        caught = [a for a in compare(gd, wrong, an, BUDGET, bounds=honest) if not a.agrees]
+        assert caught, f"planted '{name}' agrees with GD within the tolerance:\n" \
+                       f"{report(compare(gd, wrong, an, BUDGET, bounds=honest))}\nproblem file: {describe(p)}"
+        margin("continuation distance/tolerance", "planted", max(a.excess for a in caught))
+        event(f"'{name}': largest distance/tolerance {bucket(max(a.excess for a in caught))}")
+        event(f"'{name}' caught by: {', '.join(sorted(a.name.split(' at step')[0] for a in caught))}")
+
+
+SLOW = "examples/theorem1_slow_direction.json"
+# Issue 37: the increment's tan θ at 10^6 .. 10^12 steps (LSODA from GD's state at 10^5).
+ISSUE_TAN = [0.206, 0.189, 0.174, 0.159, 0.147, 0.135, 0.125]
+
+
+def _tan(traj, an, budget):
+    _, m = criteria.theorem1_statistics(truncate(traj, budget), an)
+    inc = m["incremental_correlation"]
+    return float(np.sqrt(1 / inc**2 - 1))
+
+
+@pytest.mark.theorem("Theorem 1")
+def test_slow_direction_regression_to_1e12_steps():
+    """The stress-found slow case: the continuation matches GD at 10^6 and 10^7 within the derived tolerance
+    (issue 37: relative 7.4e-8 and 1.3e-8 in W), reaches 10^12 steps in a few hundred evaluations, and the
+    increment's tan θ keeps falling decade after decade (0.206 .. 0.125)."""
+    p = Problem.load(SLOW)
+    an = analyze(p)
+    gd, cont, start = runs(p, an, 10**7)
+    for budget in (10**6, 10**7):
+        got = compare(gd, cont, an, budget)
+        assert all(a.agrees for a in got), f"at {budget} steps:\n{report(got)}"
+    at = {c.step: c for c in gd.checkpoints}
+    rel = {s: float(np.linalg.norm(c.W - at[s].W) / c.norm) for c in cont.checkpoints if (s := c.step) in (10**6, 10**7)}
+    assert rel[10**6] < 2e-7 and rel[10**7] < 5e-8, rel  # issue: 7.4e-8, 1.3e-8
+
+    far = continue_flow(p, start, 10**12, an)
+    assert far.final.step == 10**12 and far.nfev < 1000, (far.final.step, far.nfev)
+    tans = [_tan(far, an, 10**e) for e in range(6, 13)]
+    assert all(b < a for a, b in zip(tans, tans[1:])), tans
+    assert np.allclose(tans, ISSUE_TAN, atol=1.5e-3), tans
+    # The W^svm coefficient gains about the same every decade (1.47-1.51: logarithmic growth).
+    gains = [criteria.theorem1_statistics(truncate(far, 10**e), an)[1]["growth"] for e in range(6, 13)]
+    assert 1.4 < min(gains) and max(gains) < 1.6, gains
+
+
+@pytest.mark.theorem("Theorem 1")
+@pytest.mark.parametrize("name", list(PLANTS))
+def test_planted_defects_are_caught_on_the_regression_case(name):
+    """Explicit examples of the plants: each disagrees on W and on at least one verdict statistic."""
+    p = Problem.load(SLOW)
+    an = analyze(p)
+    gd, cont, start = runs(p, an)
+    wrong = continue_flow(p, start, BUDGET, an, **PLANTS[name])
+    got = compare(gd, wrong, an, BUDGET, bounds=bounds_of(cont))
+    caught = {a.name.split(" at step")[0] for a in got if not a.agrees}
+    assert "W" in caught and caught - {"W"}, report(got)
+
+
+def test_continuation_refuses_what_it_does_not_integrate():
+    p = Problem.load(SLOW)
+    eta = safe_step(p)
+    with pytest.raises(NotImplementedError):
+        continue_flow(p, train(p, 10, eta, normalized=True), 100)
+    with pytest.raises(ValueError):
+        continue_flow(p, train(p, 0, eta), 100)
+    tied = Problem.create(p.E, p.sequences, p.labels, "ce")
+    with pytest.raises(NotImplementedError):
+        continue_flow(tied, train(tied, 10, eta), 100)
