@@ -159,3 +159,18 @@ def test_a_plugin_claim_gets_its_dashboard_card(plugin, tmp_path):
     assert "1 test: 1 passed , 0 failed" in card and "tests/test_descent.py (1: 1 passed)" in card, card
     assert html.index(f'data-claim="{EXAMPLE_CLAIM}"') > html.index('data-claim="tian2023.theorem4"')
     assert "A. Researcher (2026)" in html
+
+
+def test_the_claims_sweep_runs_the_plugin_claim(plugin, tmp_path):
+    """The ``claims`` sweep's claim axis is read from the registry when it runs: another package's claim is on
+    it by default and is judged by its own check, like the built-in ones."""
+    from theory.run.sweep import execute, grid_of, read_records
+
+    assert EXAMPLE_CLAIM in grid_of("claims")["claim"]
+    out = tmp_path / "claims.jsonl"
+    summary = execute("claims", seeds=1, out=out, overrides=[f"claim={EXAMPLE_CLAIM}", "condition=1"],
+                      progress=False)
+    recs = list(read_records(out))
+    assert [r["params"]["claim"] for r in recs] == [EXAMPLE_CLAIM], recs
+    assert recs[0]["verdict"] == "pass", recs[0]
+    assert summary

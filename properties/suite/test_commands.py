@@ -153,6 +153,7 @@ ONE_CELL = {
     "section5-phase": ["--param", "loss=log", "--param", "head=biorthogonal"],
     "theorem2-phase": ["--param", "condition=1", "--param", "K=3"],
     "automaton-phase": ["--param", "condition=1", "--param", "K=3"],
+    "claims": ["--param", "claim=li2024.theorem2", "--param", "condition=1", "--param", "K=3"],
 }
 
 

@@ -133,6 +133,32 @@ def claim_run(judge_name: str):
     return run
 
 
+def registered_claim_run(params: dict, seed: int) -> tuple[str, dict]:
+    """The ``claims`` sweep: any registered claim (built in, or added by another package through the entry
+    point ``attention_tpg_suite.claims``) judged by its own ``check`` on one random valid problem (``K``,
+    ``condition``) with the first loss its stated domain pairs with a biorthogonal head (log when it states
+    none)."""
+    from theory.claims import claim
+
+    c = claim(str(params["claim"]))
+    # the problems here have the default (biorthogonal) head: the first loss the domain pairs with it
+    loss = next((l for l, h in c.domain.pairs() if h == "biorthogonal"), "log")
+    K, cond = int(params["K"]), float(params["condition"])
+    p = valid_problem(_cell_seed(seed, K, cond, c.name), K, cond, loss=loss)
+    v = c.check(p)
+    m = {**v.measures, "reason": v.reason} if not v.passed else dict(v.measures)
+    return {"holds": "pass", "fails": "fail", "undecided": "undecided", "not applicable": "not judged",
+            "error": "error"}[v.outcome.value], m
+
+
+def _judged_claims() -> list[str]:
+    """Every registered claim that judges problem files (the ``claims`` sweep's default axis)."""
+    from theory.claims import all_claims
+
+    # Scan and Snap's claims judge a class layout of their own data model, never a problem file.
+    return [c.name for c in all_claims() if c.judge is not None and not c.name.startswith("tian2023.")]
+
+
 HEADS = {
     "biorthogonal": None,
     "tied": lambda E, rng: E,
@@ -250,6 +276,10 @@ SWEEPS = {
     "section5-phase": Sweep("section5-phase", section5_run,
                             {"loss": ["log", "ce", "lsq", "square"], "head": ["biorthogonal", "tied", "random"]},
                             seeds=3, axes=("head", "loss")),
+    # Every registered claim, other packages' included (their grid axis is read from the registry when the
+    # sweep runs): K x condition number of E.
+    "claims": Sweep("claims", registered_claim_run, {"claim": _judged_claims, "condition": [1.0, 10.0], "K": [3]},
+                    seeds=2, axes=("claim", "condition")),
     "li-cyclic": Sweep("li-cyclic", reproduction_run("li-cyclic"), seeds=10, headline=_LI_GLOBAL),
     "li-acyclic": Sweep("li-acyclic", reproduction_run("li-acyclic"), seeds=10, headline=_LI_GLOBAL),
     "li-local": Sweep("li-local", reproduction_run("li-local"), {"loss": ["ce"]}, seeds=10, axes=("loss",),
@@ -272,7 +302,7 @@ def _parse_value(text: str):
 def grid_of(name: str, overrides: list[str] | None = None) -> dict:
     """The sweep's grid with ``--param NAME=V1,V2`` overrides (a parameter of the sweep only)."""
     sw = SWEEPS[name]
-    grid = {k: list(v) for k, v in sw.grid.items()}
+    grid = {k: list(v() if callable(v) else v) for k, v in sw.grid.items()}
     for item in overrides or []:
         key, sep, values = item.partition("=")
         if not sep or not values:
