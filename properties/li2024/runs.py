@@ -16,7 +16,8 @@ from theory.li2024 import local_convergence as lc
 from theory.li2024.analysis import analyze
 from theory.li2024.losses import safe_step
 from theory.li2024.pseudo import REJECT, SELECT
-from theory.li2024.regpath import RoundingLevel, regularization_path
+from theory.li2024.regpath import RoundingLevel, convex_case, regularization_path
+from theory.li2024.svm import SolverError
 from theory.li2024.regpath_verdict import radii_for
 from theory.li2024.training import train
 
@@ -74,13 +75,26 @@ def certified_path(dp):
     the problems until the rounding floor followed the local curvature; with it, no cap is needed: stress,
     200 examples, 0 skipped.)"""
     p = dp.problem
-    an = analyze(p)
+    try:
+        an = analyze(p)
+    except SolverError:
+        if convex_case(p):
+            raise  # L̃ is strictly convex: its minimizer must certify
+        # A non-convex L̃ (bounded losses): its Newton descent can stall short of the certificate (stress seed
+        # 1047730951: gradient 4.95e-12 against 3.8e-12 after 25 steps).  Counted by reason.
+        not_judged("non-convex loss: W^fin not certified")
     radii = radii_for(p, an)
     _record(p, an, radii)
     try:
         return p, an, radii, regularization_path(p, radii)  # certified, else SolverError
     except RoundingLevel:
         not_judged("a radius's gradient at float64 rounding level (not certifiable)")
+    except SolverError:
+        if convex_case(p):
+            raise  # the convex program must certify every radius
+        # A non-convex loss: no start reached a certified KKT point at some radius (stress seed 1047730951,
+        # square loss at R = 3616: every start ended where the loss falls inward).  Counted by reason.
+        not_judged("non-convex loss: no start certified at a radius")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ from theory.core.decision import Outcome
 from theory.li2024.analysis import analyze
 from theory.core.problem import Problem
 from theory.li2024.losses import loss_and_grad
-from theory.li2024.regpath import (FLOOR_MAX, KKT_TOL, RoundingLevel, certify, outward_direction, regularization_path,
+from theory.li2024.regpath import (FLOOR_MAX, KKT_TOL, RoundingLevel, certify, convex_case, outward_direction, regularization_path,
                             regularized_solution)
 from theory.li2024.svm import SolverError
 from theory.li2024.regpath_verdict import (EPS, ESCALATION, EXACT, MARGINS, MIN_DIR_GAP, MIN_FIN_GAP, Theorem2Judge,
@@ -98,9 +98,11 @@ def test_theorem2_regularization_path_converges(dp):
         event(f"no W^fin: whole-direction verdict {out_d.value}")
         not_judged(f"no W^fin for the {p.loss} loss (Theorem 2's direction is not expected; see test_oracle)")
     out_f, why_f = judge.finite(an.finite.W)
-    minima = max(s.certificate.get("local_minima", 1) for s in (judge.extended()[2] if judge.escalated else path))
-    if Outcome.FAILS in (out_d, out_f) and minima > 1:
-        not_judged("non-convex loss: the starts found several local minima on a sphere (path not global)")
+    if Outcome.FAILS in (out_d, out_f) and not convex_case(p):
+        # As the claim's judge (theory.li2024.claims.judge_theorem2): the path and W^fin of a non-convex loss
+        # are certified local optima only, so a failure is not claimed (the oracle settles tiny problems).
+        event(f"non-convex loss: direction {out_d.value}, finite part {out_f.value}")
+        not_judged("non-convex loss: a failure is not confirmed (path and W^fin certified local optima only)")
     if judge.escalated:
         try:
             _, _, ext = judge.extended()

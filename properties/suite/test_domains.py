@@ -109,18 +109,26 @@ LI_CLAIMS = [c.name for c in all_claims() if c.name.startswith("li2024.")]
 @settings(max_examples=scaled(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(p=file_problems())
 def test_check_answers_every_valid_file(p, tmp_path_factory):
-    """Every Li et al. claim printed once; exit 0 or 1, never 2 (valid input) or 3 (a computation that failed
-    its certificate); no ``error`` verdict; a claim outside its domain names the assumption."""
+    """Every Li et al. claim printed once; exit 0 or 1, never 2 (valid input); 3 (a computation that failed its
+    certificate, printed as an ``error`` verdict naming it) only where the loss is not convex; a claim outside
+    its domain names the assumption."""
     path = tmp_path_factory.mktemp("check") / "problem.json"
     p.save(path)
     args = ["check", str(path), "--budget-scale", "0.01"] + [a for n in LI_CLAIMS for a in ("--claim", n)]
     rc, out, err = run_cli(*args)
     assert "Traceback" not in err, err
-    assert rc in (0, 1), f"exit {rc}: {err.strip().splitlines()[-1:]}\n{json.dumps(p.to_json())}"
+    # Exit 3 is documented for a computation that failed its certificate; it is accepted only where no
+    # certificate of global optimality exists (a non-convex loss: a bounded loss or a broken head), and the
+    # line must say what failed.  With the log loss and Assumptions 1-2 every answer must certify.
+    convex = p.loss == "log" and p.assumptions()["head_biorthogonal"]
+    assert rc in (0, 1) or (rc == 3 and not convex), f"exit {rc}: {err.strip().splitlines()[-1:]}\n{json.dumps(p.to_json())}"
     got = verdicts(out)
     assert sorted(got) == sorted(LI_CLAIMS), sorted(got)
     for name, d in got.items():
         event(f"{name}: {d['verdict']}")
+        if d["verdict"] == "error" and not convex:
+            assert d["reason"].startswith("numerical error: "), d["reason"]
+            continue
         assert d["verdict"] != "error", f"{name}: {d['reason']}\n{json.dumps(p.to_json())}"
         if d["verdict"] == "not applicable":
             assert d["reason"], name
