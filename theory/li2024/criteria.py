@@ -151,8 +151,12 @@ def start_gap(analysis, W0) -> float:
 
 
 def log_time(steps: int, svm_norm: float, eta: float, gap: float = 0.0) -> float:
-    """``ln(τ/τ₀)`` (at least 1): the budget in the logarithmic time of the direction's convergence."""
-    return float(np.log(max(steps / time_unit(svm_norm, eta, gap), np.e)))
+    """``ln(τ/τ₀)`` (at least 1): the budget in the logarithmic time of the direction's convergence; NaN when
+    ``W^svm = 0`` (no ⇒ edge, so no time unit: Section 5 reports its rate against a true TPG without one)."""
+    unit = time_unit(svm_norm, eta, gap)
+    if unit == 0:
+        return float("nan")
+    return float(np.log(max(steps / unit, np.e)))
 
 
 def direction_rate(inc: float, svm_norm: float, eta: float, steps: int, gap: float = 0.0) -> float:
