@@ -10,11 +10,13 @@ the wrong sign of the step, and a time map off by a factor 2 (the continuation o
 judged against the honest run's bounds: a defective engine's own bound is integrated along its own wrong
 path.  The regression case ``examples/theorem1_slow_direction.json`` reproduces issue 37's measurement.
 
-Measured (stress profile, 160 judged examples of every shape, 38 rejected by the strategy): on every valid
-run the worst distance/tolerance over all statistics was 0.4313-0.4316 (always ``W`` itself: the rigorous
-bound is ~2.3x GD's actual deviation from the flow; every verdict statistic sat far lower); the mildest
-planted defect was 8.9e4 times its tolerance (the time map off by 2; the wrong sign 1e10-4e11).  Caught by
-``W``, the growth ratio and the leak on every draw, also by the direction rate or the finite error on most.
+Measured (stress profile, commit after ab5c28d, 160 judged examples of every shape, 51 rejected by the
+strategy): on every valid run the worst distance/tolerance over all statistics was 0.17-0.43 (always ``W``
+itself: the rigorous bound is ~2.3x GD's actual deviation from the flow; every verdict statistic sat far
+lower); the mildest planted defect was 3.5e4 times its tolerance (the time map off by 2; the wrong sign
+1e9-4e11), and once (1 draw in 211) the time-map plant's integrator stalled (MAX_EVALS), counted as caught.
+Caught by ``W``, the growth ratio and the leak on every draw, also by the direction rate or the finite error
+on most.
 """
 from __future__ import annotations
 
@@ -73,7 +75,11 @@ def test_continuation_agrees_with_gd_and_catches_planted_defects(dp):
     event(f"valid: worst distance/tolerance {bucket(worst)}")
     honest = bounds_of(cont)
     for name, plant in PLANTS.items():
-        wrong = continue_flow(p, start, BUDGET, an, **plant)
+        try:
+            wrong = continue_flow(p, start, BUDGET, an, **plant)
+        except FloatingPointError:  # the integrator stalled on the planted path: no run to stand in for GD
+            event(f"'{name}' caught: the integrator stalled")
+            continue
         caught = [a for a in compare(gd, wrong, an, BUDGET, bounds=honest) if not a.agrees]
         assert caught, f"planted '{name}' agrees with GD within the tolerance:\n" \
                        f"{report(compare(gd, wrong, an, BUDGET, bounds=honest))}\nproblem file: {describe(p)}"

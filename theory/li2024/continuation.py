@@ -73,6 +73,8 @@ __all__ = ["Agreement", "ContinuationCheckpoint", "ContinuedTrajectory", "bounds
            "RTOL", "ATOL", "METHOD"]
 
 RTOL, ATOL = 1e-10, 1e-12
+# A stalled solve raises instead of running on (seen only on the planted defects, whose path leaves the flow's).
+MAX_EVALS = 50_000
 METHOD = "LSODA"
 
 
@@ -132,6 +134,7 @@ class _Flow:
         self.W1 = W1
         self.eta, self.sign = eta, sign
         self.n = self.K * self.nq
+        self.evals = 0
 
     def scores(self, y):
         A = self.A1.copy()
@@ -159,6 +162,9 @@ class _Flow:
         return out
 
     def rhs(self, s, y):
+        self.evals += 1
+        if self.evals > MAX_EVALS:
+            raise FloatingPointError(f"continuation: more than {MAX_EVALS} evaluations (the integrator stalled)")
         A = self.scores(y)
         _, G = loss_and_grad_scores(A, self.data)
         t = np.exp(s)
