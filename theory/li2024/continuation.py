@@ -66,8 +66,9 @@ from scipy.integrate import solve_ivp
 from theory.core.problem import Problem
 from theory.li2024.analysis import Analysis
 from theory.li2024.losses import EPS, TokenData, attention, loss_and_grad_scores
-from theory.li2024.training import (Checkpoint, Trajectory, _scc_membership, grad_norm_scores, log_checkpoints,
-                                    top_scc_mass)
+from theory.li2024.training import (Checkpoint, Trajectory, _scc_membership, checkpoint_measures, grad_norm_scores,
+                                    log_checkpoints)
+
 
 __all__ = ["Agreement", "ContinuationCheckpoint", "ContinuedTrajectory", "bounds_of", "compare", "continue_flow", "engine_of", "deviation",
            "RTOL", "ATOL", "METHOD"]
@@ -308,23 +309,11 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
         W = flow.W1 - E.T @ B @ E
         A = flow.A1 - M @ B @ M
         L, G = loss_and_grad_scores(A, flow.data)
-        norm = float(np.linalg.norm(W))
+        norm, corr, fe, coef, fit, mass = checkpoint_measures(W, A, problem, analysis, membership)
         wmax = max(wmax, norm)
         err = None
         if fine is not None:
             err = float(np.linalg.norm(E.T @ (flow.full_B(fine.y[:, j]) - B) @ E))
-        corr = fe = coef = fit = mass = None
-        if analysis is not None:
-            Wsvm, sn = analysis.svm.W, analysis.svm.norm
-            Wfin = analysis.finite.W if analysis.finite is not None else np.zeros_like(W)
-            if sn > 0:
-                coef = float(np.sum(W * Wsvm) / sn)
-                corr = coef / norm if norm > 0 else 0.0
-                Dm = W - Wfin
-                fit = float(np.linalg.norm(Dm - np.sum(Dm * Wsvm) / sn**2 * Wsvm))
-            if analysis.finite is not None:
-                fe = float(np.linalg.norm(analysis.space.project(W) - Wfin))
-            mass = top_scc_mass(A, problem, membership)
         out.append(ContinuationCheckpoint(int(tau), W, float(L), norm, corr, fe, coef, fit, mass,
                                           float(np.linalg.norm(E.T @ G @ E)), engine="continuation",
                                           gd_deviation_bound=float(y[flow.n]), integration_error=err,

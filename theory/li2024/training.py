@@ -248,23 +248,30 @@ def train(problem: Problem, steps: int, eta: float, normalized: bool = False, W0
         W = W0 - E.T @ B @ E
         A = A0 - M @ B @ M
         _, G = loss_and_grad_scores(A, data)
-        norm = float(np.linalg.norm(W))
-        corr = fe = coef = fit = mass = None
-        if analysis is not None:
-            Wsvm = analysis.svm.W
-            sn = analysis.svm.norm
-            Wfin = analysis.finite.W if analysis.finite is not None else np.zeros_like(W)
-            if sn > 0:
-                coef = float(np.sum(W * Wsvm) / sn)
-                corr = coef / norm if norm > 0 else 0.0
-                D = W - Wfin
-                fit = float(np.linalg.norm(D - np.sum(D * Wsvm) / sn**2 * Wsvm))
-            if analysis.finite is not None:
-                fe = float(np.linalg.norm(analysis.space.project(W) - Wfin))
-            mass = top_scc_mass(A, problem, membership)
-        out.append(Checkpoint(int(t), W, float(L), norm, corr, fe, coef, fit, mass,
+        out.append(Checkpoint(int(t), W, float(L), *checkpoint_measures(W, A, problem, analysis, membership),
                               float(np.linalg.norm(E.T @ G @ E))))
     return Trajectory(out, eta, normalized, seconds)
+
+
+def checkpoint_measures(W: np.ndarray, A: np.ndarray, problem: Problem, analysis, membership):
+    """``(norm, correlation, finite_error, svm_coefficient, fit_residual, top_scc_mass)`` of an iterate ``W``
+    (scores ``A = E W E^T``) against ``analysis`` (all but the norm None without one): the measures of a
+    :class:`Checkpoint`, whichever engine produced ``W``."""
+    norm = float(np.linalg.norm(W))
+    corr = fe = coef = fit = mass = None
+    if analysis is not None:
+        Wsvm = analysis.svm.W
+        sn = analysis.svm.norm
+        Wfin = analysis.finite.W if analysis.finite is not None else np.zeros_like(W)
+        if sn > 0:
+            coef = float(np.sum(W * Wsvm) / sn)
+            corr = coef / norm if norm > 0 else 0.0
+            D = W - Wfin
+            fit = float(np.linalg.norm(D - np.sum(D * Wsvm) / sn**2 * Wsvm))
+        if analysis.finite is not None:
+            fe = float(np.linalg.norm(analysis.space.project(W) - Wfin))
+        mass = top_scc_mass(A, problem, membership)
+    return norm, corr, fe, coef, fit, mass
 
 
 def resume(problem: Problem, traj: Trajectory, steps: int, analysis: Analysis | None = None,
