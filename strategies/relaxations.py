@@ -48,7 +48,8 @@ class RelaxedCase:
 ALL_SHAPES = ("acyclic", "cyclic", "mixed")
 # The shapes a relaxation draws from by default.  'step' is drawn among cyclic problems: its claim is that GD
 # stops tracking W^fin, which needs S_fin != {0} (on acyclic ones a huge step merely saturates the softmax in
-# floating point).
+# floating point).  (Restricting 'loss' to mixed and cyclic shapes raised the square loss's rate of escalated
+# failures only to 13.75% and its counterexample then shrank to K = 6 with two unused tokens: all shapes.)
 SEARCH_SHAPES = {"step": ("cyclic",)}
 
 

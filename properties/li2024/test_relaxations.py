@@ -45,11 +45,12 @@ def find_theorem1_counterexample(relaxation, loss=None):
     """A shrunk relaxed case that fails Theorem 1's escalated verdict (raises NoSuchExample if none)."""
     # each relaxation's own shapes (strategies.relaxations.SEARCH_SHAPES); the loss relaxation one loss at a time
     cases = relaxed_cases(relaxation, losses=(loss,)) if loss else relaxed_cases(relaxation)
+    search = SEARCH
     if relaxation not in ESCALATED_SEARCH:
-        case = find(cases, theorem1_fails_at_budget, settings=SEARCH)
+        case = find(cases, theorem1_fails_at_budget, settings=search)
         if theorem1_fails(case):
             return case
-    return find(cases, theorem1_fails, settings=SEARCH)
+    return find(cases, theorem1_fails, settings=search)
 
 
 def _write(case, relaxation, theorem, what, amount, replay_args, analysis=None, traj=None):
@@ -126,9 +127,10 @@ def test_theorem1_needs_its_assumption(relaxation, loss):
     try:
         case = find_theorem1_counterexample(relaxation, loss)
     except NoSuchExample:
+        budget = BUDGET
         record_relaxation(theorem="Theorem 1", relaxation=key, expected=expected,
-                          outcome=f"none found in {BUDGET} examples", reason=reason)
-        assert expected == "none found", f"no counterexample to Theorem 1 {key} in {BUDGET} examples"
+                          outcome=f"none found in {budget} examples", reason=reason)
+        assert expected == "none found", f"no counterexample to Theorem 1 {key} in {budget} examples"
         return
     verdict, steps, eta, traj, an = theorem1_outcome(case)
     assert expected == "counterexample", (

@@ -431,10 +431,11 @@ def finite_component(problem: Problem, graphs: dict[int, TPG] | None = None, spa
                 f"{np.linalg.norm(theta):.3g} the gradient is {gn:.2e} but the Newton step is {newton:.3g} "
                 f"and L̃ keeps falling along it ({L:.12g} -> {L1:.12g} -> {L10:.12g} at 1x, 10x), i.e. L̃ "
                 f"falls toward infinity along S_fin ({_why_no_minimizer(f.data)})")
-        if not convex and 0 < eig[0] <= NEWTON_TOL * h:
+        if not convex and abs(eig[0]) <= NEWTON_TOL * h:
             # A minimum flat along a direction (square loss, two tokens on a 2-d S_fin: curvature 1.2e-11 of
-            # the largest): L̃'s minimizers form a set, not the point W^fin the finite-part verdicts compare
-            # with (Theorem 2 speaks of an element of that set).  An answer, not a numerical failure.
+            # the largest; another at W = 0 with -2.5e-11, rounding of either sign): L̃'s minimizers form a
+            # set, not the point W^fin the finite-part verdicts compare with (Theorem 2 speaks of an element
+            # of that set).  An answer, not a numerical failure.
             raise NoFiniteMinimizer(
                 f"W^fin of {name}: no unique minimizer of the limit loss L̃ on S_fin: at ||W|| = "
                 f"{np.linalg.norm(theta):.3g} the gradient is {gn:.2e} but L̃ is flat along a direction "
