@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from strategies.problems import drawn_problems, structures_of
+from theory.li2024.losses import log_loss_defined
 
 __all__ = ["ALL_SHAPES", "LOSS_RELAXATIONS", "RELAXATIONS", "SEARCH_SHAPES", "RelaxedCase", "relaxed_cases"]
 
@@ -51,12 +52,6 @@ ALL_SHAPES = ("acyclic", "cyclic", "mixed")
 # floating point).  (Restricting 'loss' to mixed and cyclic shapes raised the square loss's rate of escalated
 # failures only to 13.75% and its counterexample then shrank to K = 6 with two unused tokens: all shapes.)
 SEARCH_SHAPES = {"step": ("cyclic",)}
-
-
-def _log_finite(p) -> bool:
-    from theory.li2024.losses import log_loss_defined
-
-    return log_loss_defined(p)
 
 
 def _base(shapes=ALL_SHAPES, kinds=("orthonormal", "gaussian"), **kw):
@@ -96,7 +91,7 @@ def relaxed_cases(draw, relaxation: str = "none", *, shapes=None, losses=LOSS_RE
         else:
             C = np.random.default_rng(draw(st.integers(0, 2**16), label="head_seed")).normal(size=p.E.shape)
         relaxed = p.replace(head=C, loss=head_loss)
-        if head_loss == "log" and not _log_finite(relaxed):
+        if head_loss == "log" and not log_loss_defined(relaxed):
             event("head: tied or random head makes u <= 0 at W = 0 under the log loss; the mixed head instead")
             i, j = 0, p.K - 1
             C = p.C.copy()

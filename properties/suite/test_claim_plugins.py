@@ -173,4 +173,4 @@ def test_the_claims_sweep_runs_the_plugin_claim(plugin, tmp_path):
     recs = list(read_records(out))
     assert [r["params"]["claim"] for r in recs] == [EXAMPLE_CLAIM], recs
     assert recs[0]["verdict"] == "pass", recs[0]
-    assert summary
+    assert (summary["runs"], summary["verdicts"]) == (1, {"pass": 1}), summary

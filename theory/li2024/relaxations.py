@@ -83,13 +83,12 @@ def theorem1_outcome(case):
     an = analyze(case.theory_problem, name="relaxed case")
     if an.svm.norm == 0 or an.finite is None:
         return None, 0, 0.0, None, an
-    safe = safe_step(case.problem)
-    if case.relaxation == "head":
-        # A broken head's global bound under the log loss (losses.log_sublevel_floor) is 1e3-1e33 times below
-        # the valid problem's (measured on 60 drawn cases: 42 then needed more than 10^7 steps, and the search
-        # found almost nothing).  The valid problem's safe step is used, and the run must descend (its loss
-        # never rises between checkpoints, checked below): otherwise the step assumption would be dropped too.
-        safe = safe_step(case.theory_problem)
+    # A broken head's global bound under the log loss (losses.log_sublevel_floor) is 1e3-1e33 times below the
+    # valid problem's (measured on 60 drawn cases: 42 then needed more than 10^7 steps, and the search found
+    # almost nothing).  So the head relaxation uses the valid problem's safe step, and its run must descend
+    # (its loss never rises between checkpoints, checked below): otherwise the step assumption would be
+    # dropped too.  Every other relaxation runs at the relaxed problem's own safe step.
+    safe = safe_step(case.theory_problem if case.relaxation == "head" else case.problem)
     if 10**criteria.DECADES * criteria.time_unit(an.svm.norm, safe) > criteria.ESCALATE_MAX_STEPS:
         return None, 0, 0.0, None, an  # the relaxed problem's safe step is tiny: 10^4 τ₀ is out of budget
     steps = criteria.budget(an.svm.norm, safe)
