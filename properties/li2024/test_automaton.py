@@ -13,8 +13,6 @@ zones are :func:`theory.li2024.automaton.automaton_decide`'s.
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pytest
 from hypothesis import event, given
@@ -30,7 +28,8 @@ from theory.li2024.graphs import top_scc_tokens
 from theory.li2024.losses import safe_step
 from theory.core.decision import Outcome
 from theory.li2024 import automaton
-from theory.li2024.training import resume, train
+from theory.li2024.continuation import Escalation
+from theory.li2024.training import train
 
 SPLIT_MAX = automaton.SPLIT_MAX
 
@@ -47,7 +46,8 @@ def decide(traj, an, contexts, extend, top_of=top_scc_tokens):
 
 
 def extender(p, an):
-    return lambda run, n: resume(p, run, n, analysis=an)
+    """The claim's escalation: through the continuation past GD's budget (:class:`Escalation`)."""
+    return Escalation(p, an)
 
 
 @st.composite
@@ -109,12 +109,7 @@ def test_automaton_criterion_rejects_wrong_predictions(case):
     eta = safe_step(p)
     traj = train(p, criteria.budget(an.svm.norm, eta), eta, analysis=an)
 
-    @functools.lru_cache(maxsize=4)  # both wrong rules are judged on the same longer runs: train each once
-    def longer(n):
-        return resume(p, traj, n, analysis=an)
-
-    def extend(run, n):
-        return longer(n)
+    extend = extender(p, an)  # both wrong rules are judged on the same longer runs: it keeps each once
 
     several = [c for c in contexts if lowest_scc_tokens(an.graphs[c[-1]], c) != top_scc_tokens(an.graphs[c[-1]], c)]
     event(f"calibrated retrieval={bool(several)}")

@@ -84,10 +84,11 @@ def automaton_statistics(traj, an, contexts, top_of=None, earlier=None):
 
 def automaton_decide(traj, an, contexts, extend, top_of=None, max_steps=None):
     """The automaton reading on held-out ``contexts``: holds, fails (a stalled error confirmed at two
-    budgets) or undecided at ``max_steps`` (default Theorem 1's ``ESCALATE_MAX_STEPS``), escalating x10."""
-    from theory.core import decision
-    from theory.li2024.criteria import ESCALATE_MAX_STEPS, budgets
+    budgets) or undecided at ``max_steps`` (default Theorem 1's ``ESCALATE_MAX_STEPS``), escalating x10; through
+    the continuation past GD's budget when ``extend`` is an :class:`theory.li2024.continuation.Escalation`
+    (:func:`theory.li2024.criteria.escalate`).  The automaton's statistics are attention masses of ``W`` at
+    two budgets: the continuation's bound on ``||ΔW||`` moves them as it moves Theorem 1's leak."""
+    from theory.li2024.criteria import ESCALATE_MAX_STEPS, escalate
 
     cap = ESCALATE_MAX_STEPS if max_steps is None else max_steps
-    return decision.sequential(lambda run, earlier: automaton_statistics(run, an, contexts, top_of, earlier),
-                               budgets(traj.final.step, cap), traj, extend)
+    return escalate(lambda run, earlier: automaton_statistics(run, an, contexts, top_of, earlier), traj, extend, cap)

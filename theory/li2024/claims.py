@@ -51,10 +51,13 @@ LOSS_DEFINED = Assumption("loss defined at W(0) = 0",
                           "(otherwise -log u is infinite where GD starts)", _log_defined)
 
 
-def _extend(problem, an):
-    from theory.li2024.training import resume
+def _extend(problem, an, budget_scale: float = 1.0):
+    """The decisions' escalation: past GD's first budget through the log-time continuation up to
+    ``CONTINUE_MAX_STEPS x budget_scale`` once it agreed with GD over GD's last decade, on GD otherwise
+    (:class:`theory.li2024.continuation.Escalation`)."""
+    from theory.li2024.continuation import CONTINUE_MAX_STEPS, Escalation
 
-    return lambda run, steps: resume(problem, run, steps, analysis=an)
+    return Escalation(problem, an, horizon=max(1, int(CONTINUE_MAX_STEPS * budget_scale)))
 
 
 def _undecided(reason: str, **measures) -> Verdict:
@@ -63,7 +66,10 @@ def _undecided(reason: str, **measures) -> Verdict:
 
 def judge_theorem1(problem, budget_scale: float = 1.0) -> Verdict:
     """GD from ``W(0) = 0`` at the safe step; Theorem 1's decision (or, with ``W^svm = 0``, convergence to a
-    finite minimizer), escalating up to ``ESCALATE_MAX_STEPS x budget_scale`` steps."""
+    finite minimizer), escalating through the log-time continuation up to ``CONTINUE_MAX_STEPS x
+    budget_scale`` steps-equivalent, or on GD up to ``ESCALATE_MAX_STEPS x budget_scale`` steps where the
+    continuation disagreed with GD over GD's last decade (:func:`_extend`; each budget's ``engine`` is in
+    the verdict's trail)."""
     from theory.li2024 import criteria
     from theory.li2024.analysis import analyze
     from theory.li2024.losses import safe_step
@@ -78,12 +84,13 @@ def judge_theorem1(problem, budget_scale: float = 1.0) -> Verdict:
         steps = max(criteria.MIN_STEPS, int(np.ceil(30 / (eta * lam)))) if lam else criteria.MIN_STEPS
         if steps > cap:
             return _undecided(f"30 convergence time constants ({steps} steps) exceed the budget ({cap})", steps=steps)
-        return criteria.finite_convergence_decide(train(problem, steps, eta, analysis=an), _extend(problem, an),
-                                                  max_steps=cap)[0]
+        return criteria.finite_convergence_decide(train(problem, steps, eta, analysis=an),
+                                                  _extend(problem, an, budget_scale), max_steps=cap)[0]
     steps, need = criteria.run_budget(an, eta, W0)
     if need > cap:
         return _undecided(f"10^4 time units ({need:.3g} steps) exceed the budget ({cap})", need=need)
-    return criteria.theorem1_decide(train(problem, steps, eta, analysis=an), an, _extend(problem, an), max_steps=cap)[0]
+    return criteria.theorem1_decide(train(problem, steps, eta, analysis=an), an, _extend(problem, an, budget_scale),
+                                    max_steps=cap)[0]
 
 
 def judge_theorem2(problem, budget_scale: float = 1.0) -> Verdict:
@@ -130,7 +137,8 @@ def judge_theorem2(problem, budget_scale: float = 1.0) -> Verdict:
 
 
 def judge_automaton(problem, budget_scale: float = 1.0) -> Verdict:
-    """The automaton reading on the problem's own sequences used as contexts (after Theorem 1's budget)."""
+    """The automaton reading on the problem's own sequences used as contexts (after Theorem 1's budget),
+    escalated like :func:`judge_theorem1` (through the continuation where it agreed with GD)."""
     from theory.li2024 import criteria
     from theory.li2024.analysis import analyze
     from theory.li2024.automaton import automaton_decide
@@ -144,7 +152,7 @@ def judge_automaton(problem, budget_scale: float = 1.0) -> Verdict:
     contexts = [list(s) for s in dict.fromkeys(tuple(s) for s in problem.sequences)]
     cap = max(criteria.MIN_STEPS, int(criteria.ESCALATE_MAX_STEPS * budget_scale))
     traj = train(problem, criteria.budget(an.svm.norm, eta), eta, analysis=an)
-    return automaton_decide(traj, an, contexts, _extend(problem, an), max_steps=cap)[0]
+    return automaton_decide(traj, an, contexts, _extend(problem, an, budget_scale), max_steps=cap)[0]
 
 
 def judge_section5(problem, budget_scale: float = 1.0) -> Verdict:

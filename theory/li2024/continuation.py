@@ -53,7 +53,22 @@ continuation's own distance to ``φ`` is ``integration_error``; GD's rounding ad
 propagates it to the statistics Theorem 1's verdict uses (``properties/li2024/test_continuation.py``).
 
 Scope: plain GD, the log loss under Assumption 1 (Theorem 1's setting; the convexity above is what makes
-``D`` a bound).  Other losses (Section 5) and the decisions' use of the engine are issue 37's later steps.
+``D`` a bound).
+
+The decisions' use (:class:`Escalation`).  Theorem 1 (``W^svm != 0`` and ``= 0``) and the automaton escalate
+through an :class:`Escalation`: the first budget is discrete GD's; before any later budget is produced by the
+continuation, the continuation is run over the last decade GD itself ran (from GD's state at ``τ₁/10`` to
+``τ₁``) and every statistic of :func:`compare` must agree with GD's within its derived tolerance.  Where it
+does, every later budget, up to ``CONTINUE_MAX_STEPS``, is the continuation's from GD's state at ``τ₁``;
+where it does not (or the continuation does not apply), the decision escalates on GD as before, up to GD's
+own cap, and each budget's measures say so (``engine``: ``"gd"``, ``"continuation"`` or ``"gd (continuation
+disagreed: ...)"``; :func:`engine_measures`).
+
+Section 5 stays on GD.  Its losses are not the log loss or its head breaks Assumption 1: the loss is not
+convex in ``W`` there (or not a function of ``u`` at all), so the gradient step is not non-expansive and
+``D`` bounds nothing; the run can also leave one selection's basin for another (measured: GD sat near one
+selection for a decade and then switched), and a continuation whose error is controlled only locally
+would follow whichever basin its own rounding picks, with no bound to tell which.
 """
 from __future__ import annotations
 
@@ -70,13 +85,17 @@ from theory.li2024.training import (Checkpoint, Trajectory, _scc_membership, che
                                     log_checkpoints)
 
 
-__all__ = ["Agreement", "ContinuationCheckpoint", "ContinuedTrajectory", "bounds_of", "compare", "continue_flow", "engine_of", "deviation",
-           "RTOL", "ATOL", "METHOD"]
+__all__ = ["Agreement", "ContinuationCheckpoint", "ContinuedTrajectory", "Escalation", "bounds_of", "compare", "continue_flow",
+           "engine_of", "engine_label", "engine_measures", "deviation", "RTOL", "ATOL", "METHOD", "CONTINUE_MAX_STEPS"]
 
 RTOL, ATOL = 1e-10, 1e-12
 # A stalled solve raises instead of running on (seen only on the planted defects, whose path leaves the flow's).
 MAX_EVALS = 50_000
 METHOD = "LSODA"
+# The decisions' horizon through the continuation (issue 37: at least 10^12 steps-equivalent).  At 10^12 the
+# direction's log time L = ln(τ/τ₀) is ~2.4x what 10^7 steps reach on a τ₀ ~ 10 problem (the trend's lever
+# ln(L₂/L₁) per decade shrinks like 1/L, so the budgets past it add little power per solve).
+CONTINUE_MAX_STEPS = 10**12
 
 
 @dataclass
@@ -399,8 +418,6 @@ def compare(gd: Trajectory, cont: Trajectory, analysis: Analysis, budget: int,
     g, c = truncate(gd, budget), truncate(cont, budget)
     if g.final.step != c.final.step:
         raise ValueError(f"compare(): the runs end at {g.final.step} and {c.final.step}, not at one budget")
-    _, mg = criteria.theorem1_statistics(g, analysis)
-    _, mc = criteria.theorem1_statistics(c, analysis)
     at = {x.step: x for x in g.checkpoints}
     end, mid, early = (criteria._at(c, c.final.step / f) for f in (1, 10, 100))
     bounds = bounds_of(c) if bounds is None else bounds
@@ -422,6 +439,17 @@ def compare(gd: Trajectory, cont: Trajectory, analysis: Analysis, budget: int,
     if worst is not None:
         out.append(worst)
 
+    if analysis.svm.norm == 0:
+        # W^svm = 0: the decision's statistics are W's moves over the last two decades
+        # (criteria.finite_convergence_statistics); a move is a difference of two W's, so its bound is the sum.
+        for name, a, b, d in (("moved over the last decade", end, mid, d_end + d_mid),
+                              ("moved over the decade before", mid, early, d_mid + d_early)):
+            out.append(Agreement(name, float(np.linalg.norm(at[a.step].W - at[b.step].W)),
+                                 float(np.linalg.norm(a.W - b.W)), d))
+        return out
+
+    _, mg = criteria.theorem1_statistics(g, analysis)
+    _, mc = criteria.theorem1_statistics(c, analysis)
     Wsvm, sn = analysis.svm.W, analysis.svm.norm
 
     def coef(x):
@@ -462,3 +490,152 @@ def compare(gd: Trajectory, cont: Trajectory, analysis: Analysis, budget: int,
         tol = leak_c * float(np.expm1(spread)) + floor if spread < 700 else float("inf")
         out.append(Agreement(name, leak_g, leak_c, tol))
     return out
+
+
+# ------------------------------------------------------------------------------------------------
+# The decisions' escalation through the continuation
+# ------------------------------------------------------------------------------------------------
+def engine_label(run) -> str:
+    """Which engine produced ``run``'s last budget: ``"gd"``, ``"continuation"``, or GD's fallback with the
+    reason the continuation was not trusted (``"gd (continuation disagreed: ...)"``)."""
+    if engine_of(run.final) != "gd":
+        return "continuation"
+    notes = getattr(run, "notes", None)
+    return notes[-1] if notes else "gd"
+
+
+def engine_measures(run) -> dict:
+    """The measures a verdict records about the engine of its budget (:func:`engine_label`); for a
+    continued budget also ``continued_from`` (GD's last step) and ``gd_deviation_bound`` (:func:`deviation`
+    at the budget: how far discrete GD can be from the state judged, in Frobenius units of ``W``)."""
+    m = {"engine": engine_label(run)}
+    if m["engine"] == "continuation":
+        m["continued_from"] = int(run.continued_from)
+        m["gd_deviation_bound"] = deviation(run.final)
+    return m
+
+
+def _gd_part(run) -> Trajectory:
+    """``run`` up to its last GD checkpoint (the GD checkpoints come first)."""
+    last = max(c.step for c in run.checkpoints if engine_of(c) == "gd")
+    if last == run.final.step:
+        return run
+    from theory.li2024.training import truncate
+
+    return truncate(run, last)
+
+
+class Escalation:
+    """``extend(run, steps)`` for :func:`theory.core.decision.sequential`: budgets past the GD run by the
+    continuation once it agreed with GD over GD's own last decade, by GD otherwise (module docstring).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem the run was trained on.
+    analysis : Analysis
+        The problem's true analysis: the validity check compares Theorem 1's statistics against its targets
+        (a decision against a planted wrong target uses the same runs, validated against the truth).
+    recorded : Trajectory, optional
+        The same run already extended (e.g. by an earlier decision): its budgets are reused where it reaches.
+    horizon : int
+        The continuation's maximum budget (:data:`CONTINUE_MAX_STEPS`).
+    plant : dict, optional
+        A planted defect of the continuation (``continue_flow``'s ``sign`` or ``time_scale``), for the property
+        that the validity check refuses it; leave it None.
+
+    Attributes
+    ----------
+    checks : dict
+        ``{τ₁: (agrees, agreements)}``: the validity check of the GD run ending at ``τ₁``.
+    """
+
+    def __init__(self, problem: Problem, analysis: Analysis, recorded: Trajectory | None = None,
+                 horizon: int = CONTINUE_MAX_STEPS, plant: dict | None = None):
+        self.problem, self.analysis, self.recorded, self.horizon = problem, analysis, recorded, horizon
+        self.plant = plant or {}
+        self.runs: dict[tuple[int, int], Trajectory] = {}  # (τ₁, steps) -> run: decisions on one run share them
+        self.checks: dict[int, tuple[bool, list]] = {}
+        self.refused: str | None = None  # GD's label once the continuation was refused
+
+    def applies(self, run) -> str | None:
+        """Why the continuation cannot stand in for GD on ``run`` (None when it can)."""
+        from theory.li2024.losses import TokenData
+
+        if run.normalized:
+            return "normalized GD"
+        data = TokenData.from_problem(self.problem)
+        if data.loss != "log" or not data.biorthogonal:
+            return "not the log loss under Assumption 1"
+        if self.analysis.svm.norm > 0 and self.analysis.finite is None:
+            return "no W^fin to compare the finite error with"
+        if run.final.step < 100:
+            return "GD ran fewer than 100 steps"
+        return None
+
+    def check(self, run) -> tuple[bool, list]:
+        """The validity check on ``run``'s GD part ``[τ₁/10, τ₁]`` (cached per ``τ₁``): ``(agrees, agreements)``;
+        a reason string in place of the agreements when the continuation does not apply or failed."""
+        gd = _gd_part(run)
+        tau1 = int(gd.final.step)
+        if tau1 in self.checks:
+            return self.checks[tau1]
+        why = self.applies(gd)
+        if why is not None:
+            self.checks[tau1] = (False, why)
+            return self.checks[tau1]
+        from theory.li2024.criteria import _at
+        from theory.li2024.training import truncate
+
+        start = truncate(gd, _at(gd, tau1 / 10).step)
+        steps = [c.step for c in gd.checkpoints if c.step > start.final.step]
+        try:
+            cont = continue_flow(self.problem, start, tau1, self.analysis, estimate_error=True, checkpoints=steps,
+                                 **self.plant)
+            got = compare(gd, cont, self.analysis, tau1)
+        except (FloatingPointError, ValueError, np.linalg.LinAlgError) as exc:
+            self.checks[tau1] = (False, f"the continuation failed over [{start.final.step}, {tau1}]: {exc}")
+            return self.checks[tau1]
+        self.checks[tau1] = (all(a.agrees for a in got), got)
+        return self.checks[tau1]
+
+    def reach(self, run) -> int:
+        """The largest budget this escalation can produce from ``run``: :attr:`horizon` when the continuation
+        passed its check, else 0 (the caller keeps GD's own cap)."""
+        return self.horizon if self.refused is None and self.check(run)[0] else 0
+
+    def disagreement(self, run) -> str:
+        """Why the continuation is not used on ``run`` ("" when it is)."""
+        ok, got = self.check(run)
+        if ok:
+            return ""
+        if isinstance(got, str):
+            return got
+        worst = max((a for a in got if not a.agrees), key=lambda a: a.excess)
+        return f"{worst} over [{_gd_part(run).final.step // 10}, {_gd_part(run).final.step}]"
+
+    def __call__(self, run, steps: int):
+        from theory.li2024.training import resume, truncate
+
+        if self.recorded is not None and self.recorded.final.step >= steps:
+            return truncate(self.recorded, steps)
+        gd = _gd_part(run)
+        key = (int(gd.final.step), int(steps))
+        if key in self.runs:
+            return self.runs[key]
+        if self.refused is None and self.check(gd)[0]:
+            if steps > self.horizon:
+                raise ValueError(f"Escalation: {steps} steps past the continuation's horizon {self.horizon}")
+            out = continue_flow(self.problem, gd, steps, self.analysis, **self.plant)
+            out.notes.append(f"continued from GD at {gd.final.step} (agreed over [{gd.final.step // 10}, "
+                             f"{gd.final.step}])")
+            self.runs[key] = out
+            return out
+        if self.refused is None:  # decided once, on the first GD run: the later budgets stay on GD
+            self.refused = "gd" if self.applies(gd) is not None else f"gd (continuation disagreed: {self.disagreement(gd)})"
+        longer = resume(self.problem, gd, steps, analysis=self.analysis)
+        if self.refused != "gd":
+            longer = ContinuedTrajectory(longer.checkpoints, longer.eta, longer.normalized, longer.seconds,
+                                         continued_from=longer.final.step, notes=[self.refused])
+        self.runs[key] = longer
+        return longer

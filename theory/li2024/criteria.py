@@ -346,19 +346,45 @@ def escalation_steps(steps: int) -> int | None:
     return ladder[1] if len(ladder) > 1 else None
 
 
+def escalate(judge, traj, extend, max_steps: int = ESCALATE_MAX_STEPS) -> tuple[Verdict, object]:
+    """:func:`theory.core.decision.sequential` over the budgets from ``traj``'s, with each budget's engine
+    recorded in its measures (:func:`theory.li2024.continuation.engine_measures`: ``engine`` is ``"gd"``,
+    ``"continuation"`` or ``"gd (continuation disagreed: ...)"``; the verdict's ``trail`` holds them all).
+
+    ``max_steps`` is discrete GD's cap.  An ``extend`` with a ``reach(run)`` method
+    (:class:`theory.li2024.continuation.Escalation`) may carry the ladder further, to what it reaches from
+    ``traj``; it is asked only when the first budget leaves the verdict undecided (its validity check runs
+    the continuation over GD's last decade, which a verdict decided at once does not need).
+    """
+    from theory.li2024.continuation import engine_measures
+
+    def judged(run, earlier):
+        stats, m = judge(run, earlier)
+        return stats, {**m, **engine_measures(run)}
+
+    first = int(traj.final.step)
+    stats, _ = judge(traj, None)
+    ladder = [first]
+    if decision.combine(stats, None) is Outcome.UNDECIDED:
+        reach = getattr(extend, "reach", None)
+        ladder = budgets(first, max(max_steps, reach(traj) if reach is not None else 0))
+    return decision.sequential(judged, ladder, traj, extend)
+
+
 def theorem1_decide(traj, analysis, extend, max_steps: int = ESCALATE_MAX_STEPS) -> tuple[Verdict, object]:
     """Theorem 1's three-valued verdict on ``traj`` (trained for its first budget), escalated x10 while
     undecided, up to ``max_steps`` (:func:`theory.core.decision.sequential`).
 
-    ``extend(traj, steps)`` returns the same run continued to ``steps`` (``theory.li2024.training.resume``).
+    ``extend(traj, steps)`` returns the same run continued to ``steps``: an
+    :class:`theory.li2024.continuation.Escalation` (the continuation past GD's budget, up to 10^12 steps once
+    it agreed with GD over GD's last decade; :func:`escalate`) or ``theory.li2024.training.resume`` (GD only,
+    up to ``max_steps``).
     The stress profile (steered by ``hypothesis.target`` to the zones' edges) found valid runs with
     ``g₁/g₀`` = 1.261 at 1.1e5 steps, 1.037 at 1.1e6; direction rates 3.10, 3.38, 3.58 at 1e5..1e7 (γ 0.53,
     0.42); and 6.18, 6.91, 6.78 (γ 0.58, < 0): none of them fails now, each holds or ends undecided.  Every
     planted violation lands in a reject zone at two budgets: a finite limit drives ``g₁/g₀`` to 0,
     polynomial growth keeps it at ``10^p``, a wrong direction has γ = 1, a wrong W^fin stalls its error."""
-    return decision.sequential(lambda run, earlier: theorem1_statistics(run, analysis, earlier),
-                               budgets(traj.final.step, max_steps),
-                               traj, extend)
+    return escalate(lambda run, earlier: theorem1_statistics(run, analysis, earlier), traj, extend, max_steps)
 
 
 def theorem1_edges(verdict: Verdict) -> dict[str, float]:
@@ -444,6 +470,4 @@ def finite_convergence_decide(traj, extend, max_steps: int = ESCALATE_MAX_STEPS)
     (K = 3, a flat direction of L): moves 0.187 then 0.094 (x0.503) at 1e5 steps while the gradient had
     fallen from 0.033 to 1.4e-10.  Logarithmic growth (the violation) moves by the same amount every decade
     at every budget, so it is rejected at two budgets (calibrated in ``test_criterion_rejects_a_stalled_run``)."""
-    return decision.sequential(finite_convergence_statistics,
-                               budgets(traj.final.step, max_steps),
-                               traj, extend)
+    return escalate(finite_convergence_statistics, traj, extend, max_steps)
