@@ -21,8 +21,6 @@ from strategies.relaxations import relaxed_cases
 from theory.li2024 import criteria
 from theory.li2024 import local_convergence as lc
 from theory.li2024.local_convergence import CORR_MIN, STEPS
-from theory.li2024.losses import safe_step
-from theory.li2024.training import train
 from properties.li2024.runs import judge, local_run, verdict
 
 EXAMPLES_BASE = 25
@@ -42,6 +40,21 @@ def _alignment_property(case, outcomes: list):
     event(f"verdict: {outcome}")
     record_metrics(corr_pseudo=r["corr_pseudo"], corr_true=r["corr_true"], inc_pseudo=r["inc_pseudo"],
                    steps=r["steps"])
+
+
+def _judge_alignment(outcomes: list, judged_floor: float = None) -> None:
+    """The property's two counts over ``outcomes`` (``(outcome, why, problem)``): the judged share has its floor
+    and at most ``MISALIGNED_MAX`` of the judged cases end not aligned (each one listed)."""
+    judged = [o for o in outcomes if o[0] != "not judged"]
+    bad = [o for o in judged if o[0] == "not aligned"]
+    share = len(judged) / max(1, len(outcomes))
+    floor = JUDGED_FLOOR if judged_floor is None else judged_floor
+    record_metrics(judged=len(judged), generated=len(outcomes), not_aligned=len(bad))
+    assert share >= floor, (f"judged {len(judged)} of {len(outcomes)} generated cases ({share:.0%}), below "
+                            f"the floor {floor:.0%}: the settle criterion, the step or the selection rule moved")
+    assert len(bad) <= MISALIGNED_MAX * len(judged), (
+        f"{len(bad)} of {len(judged)} judged cases not aligned (at most {MISALIGNED_MAX:.0%}):\n"
+        + "\n".join(f"{why}\nproblem file: {describe(p)}" for _, why, p in bad[:3]))
 
 
 # The claim is local (docs/theory.md: "GD converges only locally"; the paper's evidence is a mean correlation of
@@ -68,15 +81,60 @@ def test_gd_aligns_with_the_pseudo_tpg_svm():
         _alignment_property(case, outcomes)
 
     prop()
-    judged = [o for o in outcomes if o[0] != "not judged"]
-    bad = [o for o in judged if o[0] == "not aligned"]
-    share = len(judged) / max(1, len(outcomes))
-    record_metrics(judged=len(judged), generated=len(outcomes), not_aligned=len(bad))
-    assert share >= JUDGED_FLOOR, (f"judged {len(judged)} of {len(outcomes)} generated cases ({share:.0%}), below "
-                                   f"the floor {JUDGED_FLOOR:.0%}: the settle criterion or the selection rule moved")
-    assert len(bad) <= MISALIGNED_MAX * len(judged), (
-        f"{len(bad)} of {len(judged)} judged cases not aligned (at most {MISALIGNED_MAX:.0%}):\n"
-        + "\n".join(f"{why}\nproblem file: {describe(p)}" for _, why, p in bad[:3]))
+    _judge_alignment(outcomes)
+
+
+# Measured over the claim's whole domain (problems_for(SECTION5), 120 random draws over its 11 (loss, head)
+# pairs): 60 judged (50%), 1 not aligned (a square-loss case, corr 0.954); log loss with a broken head
+# alone, 100 draws: 56 judged, all aligned (13 not judged for a budget over MAX_STEPS at the region step).
+DOMAIN_JUDGED_FLOOR = 0.3
+
+
+@pytest.mark.theorem("Section 5")
+def test_gd_aligns_with_the_pseudo_tpg_svm_on_the_whole_domain():
+    """The same property over Section 5's whole stated domain (every loss with a broken head, every loss
+    but log with the biorthogonal one: ``problems_for(SECTION5)``), the log loss with a broken head at
+    its region step (:func:`theory.li2024.local_convergence.section5_step`); the judged share's floor is
+    ``DOMAIN_JUDGED_FLOOR`` (the domain includes problems without a ⇒ edge, not judged)."""
+    from strategies.domains import problems_for
+    from theory.li2024.claims import SECTION5
+
+    outcomes: list = []
+
+    @settings(max_examples=scaled(EXAMPLES_BASE), deadline=None)
+    @given(p=problems_for(SECTION5))
+    def prop(p):
+        note_problem(p)
+        outcome, why, r = lc.verdict(p, p.replace(head=None, loss="log"), note=f"{p.loss} loss")
+        outcomes.append((outcome, why, p))
+        event(f"{p.loss} loss, head biorthogonal={p.assumptions()['head_biorthogonal']}: {outcome}")
+        if outcome == "not judged":
+            not_judged(why.split(" (")[0])
+        elif not r["step"].proved:
+            event(f"region step (floor tries: {r['step'].tries})")
+
+    prop()
+    _judge_alignment(outcomes, DOMAIN_JUDGED_FLOOR)
+
+
+@pytest.mark.theorem("Section 5")
+def test_region_step_reruns_a_run_that_leaves_its_region():
+    """The log loss with a broken head runs at a step proved only on ``{u_i >= u_floor}``: a run that goes
+    below the floor must be re-run at the next floor.  Planted: a floor above ``min_i u_i(0)`` (the start
+    itself is outside the region) must be refused by :func:`region_left`, and :func:`train_section5`
+    must end at a smaller floor whose run stays inside."""
+    from theory.core.problem import Problem
+
+    p = Problem.load("examples/section5_log_broken_head.json")
+    step = lc.section5_step(p)
+    assert not step.proved, "precondition: this file's step is a region step"
+    traj, used = lc.train_section5(p, 20_000, step)
+    assert lc.region_left(p, traj, used) is None
+    planted = lc.Step(step.eta, u_floor=4 * (2 * step.u_floor))  # four times min_i u_i(0): W(0) is outside
+    why = lc.region_left(p, traj, planted)
+    assert why is not None and "below the step's floor" in why, why
+    traj2, used2 = lc.train_section5(p, 20_000, planted)
+    assert used2.tries >= 1 and lc.region_left(p, traj2, used2) is None
 
 
 @pytest.mark.theorem("Section 5")
@@ -97,27 +155,37 @@ def test_persistent_misalignment_is_a_genuine_counterexample():
 
 @pytest.mark.theorem("Section 5")
 def test_alignment_property_catches_a_planted_threshold():
-    """Calibration: on the same 10 trained cases the rule (select > 1e-2) judges at least ``JUDGED_FLOOR``
-    and all judged cases align, while a planted threshold of 0.5 fails the property (a token that shares
-    its SCC's attention is dropped, the pseudo SCC breaks and GD no longer follows that Graph-SVM;
-    measured on 25 cases: 7 of 19 judged cases not aligned, against 0 of 18 with the rule)."""
+    """Calibration both ways.  The rule (select > 1e-2) judges at least ``JUDGED_FLOOR`` of 10 cases and
+    all judged cases align; a planted threshold of 0.5 (a token that shares its SCC's attention is
+    dropped, the pseudo SCC breaks and GD no longer follows that Graph-SVM) is found failing.
+
+    The planted search is an existence search (Hypothesis's ``find``, no shrinking) with a budget from the
+    measured rate: 3 of 40 derandomized draws end "not aligned" under the planted threshold (0 of 40
+    under the rule), so ``PLANTED_SEARCH`` draws miss with probability 0.925^90 = 9e-4.  (It used to be the
+    first of the same 10 cases: 7 of 19 judged failed on an earlier draw sequence, but the derandomized
+    draws move with the code's constants, and one edit left none of the 10 failing.)"""
     runs = []
 
     @settings(max_examples=10, derandomize=True, deadline=None, database=None)
     @given(relaxed_cases("head", head_loss="ce"))
     def collect(case):
-        runs.append((case, train(case.problem, STEPS, safe_step(case.problem))))
+        runs.append((case, lc.train_section5(case.problem, STEPS)[0]))
 
     collect()
     rule = [judge(c, t) for c, t in runs]
-    planted = []
-    for c, t in runs:  # stop at the first definite failure: each one costs an escalation to ESCALATE_MAX
-        planted.append(judge(c, t, 0.5, 0.45))
-        if planted[-1] == "not aligned":
-            break
-    record_metrics(judged_rule=sum(v != "not judged" for v in rule), failed_planted=planted.count("not aligned"))
+    record_metrics(judged_rule=sum(v != "not judged" for v in rule))
     assert "not aligned" not in rule and sum(v != "not judged" for v in rule) >= JUDGED_FLOOR * len(runs), rule
-    assert "not aligned" in planted or sum(v != "not judged" for v in planted) < JUDGED_FLOOR * len(runs), planted
+
+    def planted_fails(case):
+        return judge(case, lc.train_section5(case.problem, STEPS)[0], 0.5, 0.45) == "not aligned"
+
+    found = find(relaxed_cases("head", head_loss="ce"), planted_fails,
+                 settings=settings(database=None, derandomize=True, max_examples=PLANTED_SEARCH, deadline=None,
+                                   phases=[Phase.generate]))
+    assert judge(found, lc.train_section5(found.problem, STEPS)[0]) != "not aligned", describe(found.problem)
+
+
+PLANTED_SEARCH = 90
 
 
 @pytest.mark.theorem("Section 5")

@@ -135,19 +135,16 @@ def test_reproduction_sweep_runs_are_the_reproductions_trials(tmp_path):
 def test_section5_phase_uses_the_section5_property_criterion(loss, head):
     """section5-phase's verdict is the one ``judge`` of properties/li2024/test_section5.py gives the same run."""
     from properties.li2024.runs import judge
-    from theory.li2024.local_convergence import STEPS
+    from theory.li2024.local_convergence import STEPS, train_section5
     from strategies.relaxations import RelaxedCase
-    from theory.li2024.losses import safe_step
-    from theory.li2024.training import train
 
     seen = Counter()
     for seed in range(2):
         p = sweep.valid_problem(sweep._cell_seed(seed, 6), 6, 1.0, loss=loss, head=sweep.HEADS[head])
-        eta = safe_step(p)
-        traj = train(p, STEPS, eta)
+        traj, step = train_section5(p, STEPS)
         case = RelaxedCase("head", p, p.replace(head=None, loss="log"), 1.0, f"{head} head, {loss} loss")
         expected = {"aligned": "pass", "not aligned": "fail", "not judged": "not judged"}[judge(case, traj)]
-        verdict, _ = sweep.section5_judge(p, traj, eta)
+        verdict, _ = sweep.section5_judge(p, traj, step)
         assert verdict == expected, (loss, head, seed)
         assert sweep.run_one("section5-phase", {"loss": loss, "head": head}, seed)["verdict"] == verdict
         seen[verdict] += 1

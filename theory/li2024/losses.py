@@ -221,7 +221,7 @@ def loss(W: np.ndarray, problem: Problem, data: TokenData | None = None) -> floa
     return loss_scores(problem.E @ W @ problem.E.T, data)
 
 
-def smoothness(problem: Problem, loss_name: str | None = None) -> float:
+def smoothness(problem: Problem, loss_name: str | None = None, *, u_floor: float | None = None) -> float:
     """An upper bound beta on the curvature of L along any unit Frobenius direction of W.
 
     Derivation.  Along ``W + t D`` the scores of sample i move by ``v_j = e_j^T D e_k``, whose spread
@@ -232,6 +232,12 @@ def smoothness(problem: Problem, loss_name: str | None = None) -> float:
     reachable ``a``.  For ``log`` under Assumption 1 the exact form ``d2l = Var_a(v) <= m^2/4`` gives
     ``beta = Delta^2/4``.  GD with a constant step ``eta < 2/beta`` decreases L monotonically (descent
     lemma); :func:`safe_step` returns ``1/beta``.
+
+    For ``log`` with a head that breaks Assumption 1, ``u = h_y^T a`` is bounded below by the larger of the
+    least label-row entry (when positive: ``u`` averages them) and :func:`log_sublevel_floor` (the sublevel
+    set GD from ``W(0) = 0`` never leaves).  ``u_floor`` replaces that bound by a caller's floor: the bound
+    then holds only on the region ``{W : u_i(W) >= u_floor}``, and the caller must check that its run stays
+    there (:func:`theory.li2024.local_convergence.section5_step`).
     """
     loss_name = loss_name or problem.loss
     E = problem.E
@@ -257,9 +263,11 @@ def smoothness(problem: Problem, loss_name: str | None = None) -> float:
         rows = H[problem.label_array]
         lo, hi = float(rows.min()), float(rows.max())  # u = h_y . a ranges over [lo, hi]
         if loss_name == "log":
-            if lo <= 0:  # u can approach 0: bound it on the sublevel set GD from W(0) = 0 never leaves
-                lo = log_sublevel_floor(problem)
-            g, q = hmax / lo, hmax**2 / lo**2
+            # u can approach 0 or the least entry: bound it on the sublevel set GD from W(0) = 0 never leaves.
+            # The larger bound holds; comparing lo with 0 instead read a computed head's 1e-17 for a 0 as a
+            # floor, a curvature bound 1e32 too large (steps 1e-30 times the valid problem's).
+            lo = log_sublevel_floor(problem) if u_floor is None else float(u_floor)
+            return Delta**2 * _log_curvature(problem, lo)
         elif loss_name == "square":
             g, q = 2 * max(abs(1 - lo), abs(1 - hi)) * hmax, 2 * hmax**2
         elif loss_name == "exp":
@@ -267,6 +275,26 @@ def smoothness(problem: Problem, loss_name: str | None = None) -> float:
         else:
             raise ValueError(f"unknown loss {loss_name!r}")
     return Delta**2 * (q / 4 + g / 2)
+
+
+def _log_curvature(problem: Problem, lo: float) -> float:
+    """``max_i (s_i^2 / (16 lo^2) + s_i / (4 lo))``: the log loss's curvature per unit squared score spread
+    where every ``u_i >= lo``, ``s_i`` the spread of sample i's label row over its present tokens.
+
+    Derivation (notation of :func:`smoothness`).  ``u = sum_t h_t a_t`` and ``sum_t da_t = 0``, so
+    ``du = sum_t (h_t - c) da_t`` with ``c`` the midpoint of the entries: ``|du| <= (s/2) sum|da| <= s m/4``,
+    and likewise ``|d2u| <= (s/2) m^2/2``.  ``d2(-log u) = (du/u)^2 - d2u/u <= m^2 (s^2/(16 lo^2) + s/(4 lo))``.
+    With ``s <= 2 max|H|`` this is never above the generic ``q/4 + g/2`` with ``g = max|H|/lo``,
+    ``q = max|H|^2/lo^2``, and it is 3-4x below it on tied and mixed heads (entries of one sign)."""
+    data = TokenData.from_problem(problem, loss="log")
+    present = data.counts > 0
+    rows = data.H[data.labels]
+    spread = (np.where(present, rows, -np.inf).max(axis=1) - np.where(present, rows, np.inf).min(axis=1)).max()
+    # A spread at the rounding of H = C E^T is a constant row computed inexactly: the loss is flat, and a step
+    # of 1/spread (seen: 1e15 times the valid problem's) would move W by rounding noise times 1e15.
+    if spread <= 64 * np.finfo(float).eps * max(1.0, float(np.linalg.norm(problem.C, 2) * np.linalg.norm(problem.E, 2))):
+        return 0.0
+    return float(spread**2 / (16 * lo**2) + spread / (4 * lo))
 
 
 class LossUndefined(ValueError):

@@ -169,8 +169,6 @@ def section5_run(params: dict, seed: int) -> tuple[str, dict]:
     included) on one random problem (n=6, T=4, K=6, d=6, Gaussian unit-norm embeddings) with this loss
     and head."""
     from theory.li2024 import local_convergence
-    from theory.li2024.losses import safe_step
-    from theory.li2024.training import train
 
     loss, head = str(params["loss"]), str(params["head"])
     if head not in HEADS:
@@ -178,26 +176,27 @@ def section5_run(params: dict, seed: int) -> tuple[str, dict]:
     rng = _cell_seed(seed, 6)
     p = valid_problem(rng, 6, 1.0, loss=loss, head=HEADS[head])
     try:
-        eta = safe_step(p)
-    except ValueError as exc:  # e.g. the log loss with a head under which u can reach 0: no safe step
+        step = local_convergence.section5_step(p)
+    except ValueError as exc:  # e.g. the log loss infinite at W(0) = 0 under this head: GD cannot start
         return "not judged", {"reason": f"no safe step: {exc}"}
     try:
         with np.errstate(over="raise", invalid="raise"):
-            traj = train(p, local_convergence.STEPS, eta)
+            traj, step = local_convergence.train_section5(p, local_convergence.STEPS, step)
     except (FloatingPointError, OverflowError) as exc:
-        return "fail", {"eta": eta, "reason": f"GD overflowed: {exc}"}
-    return section5_judge(p, traj, eta)  # outside errstate, as the property judges it
+        return "fail", {"eta": step.eta, "reason": f"GD overflowed: {exc}"}
+    return section5_judge(p, traj, step)  # outside errstate, as the property judges it
 
 
 SECTION5_VERDICTS = {"aligned": "pass", "not aligned": "fail", "not judged": "not judged"}
 
 
-def section5_judge(p, traj, eta: float) -> tuple[str, dict]:
-    """Verdict and measures of one trained relaxed-head problem under :func:`theory.li2024.local_convergence.verdict`."""
+def section5_judge(p, traj, step) -> tuple[str, dict]:
+    """Verdict and measures of one relaxed-head problem trained at ``step``
+    (:func:`theory.li2024.local_convergence.section5_step`) under :func:`theory.li2024.local_convergence.verdict`."""
     from theory.li2024 import local_convergence
 
-    outcome, why, r = local_convergence.verdict(p, p.replace(head=None, loss="log"), traj)
-    m = {"eta": eta, "steps": r["steps"]}
+    outcome, why, r = local_convergence.verdict(p, p.replace(head=None, loss="log"), traj, step=step)
+    m = {"eta": r["eta"], "steps": r["steps"], "step_proved": bool(r["step"].proved)}
     if "corr_pseudo" in r:
         ps, true = r["pseudo"], r["true"]
         m.update({k: r[k] for k in ("corr_pseudo", "inc_pseudo", "corr_true", "inc_true")})
