@@ -12,5 +12,7 @@ from strategies.domains import __all__ as _domains
 from strategies.relaxations import __all__ as _relaxations
 from strategies.scansnap import *  # noqa: F401,F403
 from strategies.scansnap import __all__ as _scansnap
+from strategies.kq import *  # noqa: F401,F403
+from strategies.kq import __all__ as _kq
 
-__all__ = [*_problems, *_relaxations, *_domains, *_scansnap]
+__all__ = [*_problems, *_relaxations, *_domains, *_scansnap, *_kq]

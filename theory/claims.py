@@ -85,10 +85,11 @@ def all_claims() -> list[Claim]:
     True
     """
     from theory.li2024.claims import CLAIMS as LI
+    from theory.li2024.factorized_claims import CLAIMS as LI_KQ
     from theory.tian2023.claims import CLAIMS as TIAN
 
     out, seen = [], set()
-    builtin = [*LI, *TIAN]
+    builtin = [*LI, *LI_KQ, *TIAN]
     for i, c in enumerate([*builtin, *plugin_claims()]):
         if c.name in seen:
             if i >= len(builtin):

@@ -136,9 +136,10 @@ def test_a_taken_name_keeps_its_first_claim(monkeypatch, plugin):
 
 def _builtin():
     from theory.li2024.claims import CLAIMS as LI
+    from theory.li2024.factorized_claims import CLAIMS as LI_KQ
     from theory.tian2023.claims import CLAIMS as TIAN
 
-    return [*LI, *TIAN]
+    return [*LI, *LI_KQ, *TIAN]
 
 
 def test_a_plugin_claim_gets_its_dashboard_card(plugin, tmp_path):

@@ -32,7 +32,13 @@ Reach, measured (the 25 Gaussian problems of ``benchmarks/nuclear_angles.py``, a
 t = 64; 13 stop at t = 16 and 4 at t = 32 (2 of them at float64's rounding level).  There the Newton model
 mixes curvatures ~1e7 apart (the cyclic directions' O(1) against the saturated ones' ~e^{-t}, both divided
 by ||g|| ~ e^{-t}) and Clarabel's answer to it is no longer good to the certificate's 1e-6 (a stalled line search, or 'optimal_inaccurate').  Such a radius raises
-:class:`SolverError`; callers count it as not certifiable, never as an answer.
+:class:`~theory.li2024.svm.SolverError`; callers count it as not certifiable, never as an answer.  Diagnosed on problem #7
+(rank-2 answer, singular values 23.8 and 0.41, at t = 16): on a rank-k face the gap vanishes only when the
+top k singular values of ``-G`` are equal, here to ~6e-5 relative, and they hang on the ``S_fin`` position
+(curvature 0.09 against ||G|| = 5e-8) to ~1e-12 absolute, 1e-14 relative to ``R``.  Two repairs tried and
+measured with no radius gained (so not kept): a warm start that keeps the ``S_fin`` part instead of scaling
+it, and a Newton step on the Lagrangian restricted to ``S_fin`` (it needs the multiplier to 1e-5, which the
+current point does not give).  What would work: Newton on the KKT system of the fixed-rank face.
 
 Certificate (:func:`certify`, from ``W`` and the gradient alone, every quantity relative):
 
@@ -218,7 +224,7 @@ def nuclear_path(problem: Problem, radii, name: str = "problem",
                  resume: NuclearPathPoint | None = None) -> list[NuclearPathPoint]:
     """Certified ``W̃_R = argmin_{||W||_* <= R} L(W)`` for each ``R`` in ``radii`` (sorted; warm-started).
 
-    Raises ``ValueError`` outside the convex case (log loss, Assumptions 1-2), :class:`SolverError` when a
+    Raises ``ValueError`` outside the convex case (log loss, Assumptions 1-2), :class:`~theory.li2024.svm.SolverError` when a
     radius does not certify, :class:`~theory.li2024.regpath.RoundingLevel` when float64 cannot resolve its
     gradient.  ``resume``: the last point of an earlier path of the same problem, below every new radius.
 
@@ -283,7 +289,7 @@ def nuclear_path(problem: Problem, radii, name: str = "problem",
                     break
                 t /= 2
             if not moved:
-                stop = "no step lowers the loss or halves the gap"
+                stop = "no step lowers the loss or the gap"
                 break
         if cert is None:
             try:

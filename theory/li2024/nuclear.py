@@ -163,7 +163,7 @@ def _psd(n: int):
 def certify(W: np.ndarray, lam: np.ndarray, mu: np.ndarray, cons: Constraints, name: str = "problem",
             rel_tol: float = TOL) -> dict:
     """Check a nuclear-norm Graph-SVM primal-dual pair (see the module docstring); raise
-    :class:`SolverError` naming the failed checks, else return the certificate dict."""
+    :class:`~theory.li2024.svm.SolverError` naming the failed checks, else return the certificate dict."""
     W = np.asarray(W, float)
     d = W.shape[0]
     w = W.ravel()
@@ -208,7 +208,7 @@ def nuclear_svm(problem: Problem, graphs: dict[int, TPG] | None = None, name: st
 
     ``W = 0`` without a solver when no ``⇒`` edge exists.  Raises
     :class:`theory.li2024.svm.GraphSVMInfeasible` when the constraints are infeasible (confirmed by the
-    independent LP of :mod:`theory.li2024.svm`) and :class:`SolverError` when Clarabel's status is not
+    independent LP of :mod:`theory.li2024.svm`) and :class:`~theory.li2024.svm.SolverError` when Clarabel's status is not
     ``optimal`` or the certificate fails.
 
     Examples
