@@ -182,3 +182,22 @@ def test_bad_strategy_options_get_one_clear_error(make, name):
     with pytest.raises(InvalidArgument) as info:
         find(make(), lambda _: True, settings=settings(database=None, max_examples=5))
     assert name in str(info.value) and "\n" not in str(info.value), str(info.value)
+
+
+# -- the kq-phase sweep ------------------------------------------------------------------------------
+def test_kq_phase_records_say_where_gd_heads(tmp_path):
+    """One cell of ``kq-phase`` at 10^4 steps: its recorded angle is >= 10° and its width d/2 = 3, and its
+    verdict is the heading its recorded errors say; a shape that is not ``KxD`` is bad input."""
+    from theory.run import sweep
+
+    out = tmp_path / "kq.jsonl"
+    sweep.execute("kq-phase", seeds=1, out=out, overrides=["m=d/2", "shape=4x6", "steps=10000"], progress=False)
+    (r,) = sweep.read_records(out)
+    m = r["measures"]
+    assert m["angle"] >= 10.0 and m["width"] == 3, m
+    nearer_nuc = m["e_nuc"] < m["e_fro"]
+    want = ("pass" if nearer_nuc and m["e_nuc"] < m["e_nuc_prev"] else
+            "fail" if not nearer_nuc and m["e_fro"] < m["e_fro_prev"] else "undecided")
+    assert r["verdict"] == want, r
+    with pytest.raises(sweep.SweepError, match="KxD"):
+        sweep.execute("kq-phase", seeds=1, out=tmp_path / "bad.jsonl", overrides=["shape=44", "m=d"], progress=False)

@@ -154,6 +154,7 @@ ONE_CELL = {
     "theorem2-phase": ["--param", "condition=1", "--param", "K=3"],
     "automaton-phase": ["--param", "condition=1", "--param", "K=3"],
     "claims": ["--param", "claim=li2024.theorem2", "--param", "condition=1", "--param", "K=3"],
+    "kq-phase": ["--param", "m=d", "--param", "shape=4x4", "--param", "steps=10000"],
 }
 
 

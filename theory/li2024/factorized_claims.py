@@ -66,8 +66,8 @@ from theory.core.claims import Claim, Domain
 from theory.core.decision import ACCEPT, BETWEEN, REJECT, Outcome, Verdict
 from theory.li2024.claims import HEAD, INDEPENDENT, LABEL, LOG_LOSS
 
-__all__ = ["CLAIMS", "CLOSE", "KQ_GD", "KQ_PATH", "PLATEAU", "SETTLED", "gd_decide", "gd_errors", "judge_kq_gd",
-           "judge_kq_path", "path_zone", "stationarity_residual"]
+__all__ = ["CLAIMS", "CLOSE", "KQ_GD", "KQ_PATH", "PLATEAU", "SETTLED", "destination", "gaussian_problem", "gd_decide",
+           "gd_errors", "judge_kq_gd", "judge_kq_path", "path_zone", "stationarity_residual"]
 
 PAPER = ("Tarzanagh, Li, Thrampoulidis, Oymak (2023), Transformers as Support Vector Machines, in the setting of "
          "Li et al. (2024)")
@@ -266,6 +266,53 @@ def judge_kq_gd(problem, budget_scale: float = 1.0, m: int | None = None, seed: 
     marks = [10 ** k for k in range(2, int(np.log10(top)) + 1)]
     run = train_factorized(problem, top, problem.d if m is None else m, seed=seed, checkpoints=marks)
     return gd_decide(run.checkpoints, problem, an, nuc.W)
+
+
+def destination(checkpoints, problem, an, nuclear, frobenius) -> tuple[str, dict]:
+    """Where a GD run is heading, for the ``kq-phase`` sweep: ``"nuclear"`` when its last decade increment is
+    nearer ``Ŵ^nuc`` than ``Ŵ^svm`` and got nearer over the last decade, ``"frobenius"`` the same with the
+    two swapped, ``"neither"`` otherwise (nearer one while moving away from it).  A heading, not a
+    convergence verdict: the measures carry the errors and :func:`gd_decide`'s verdict against ``W^nuc``.
+
+    Parameters
+    ----------
+    checkpoints : list
+        The run's checkpoints at decades (``.step``, ``.W``).
+    problem : Problem
+    an : Analysis
+        :func:`theory.li2024.analysis.analyze` of ``problem``.
+    nuclear, frobenius : numpy.ndarray
+        ``W^nuc`` and ``W^svm``.
+
+    Returns
+    -------
+    (str, dict)
+        The heading and ``{"e_nuc", "e_fro", "e_nuc_prev", "e_fro_prev", "verdict_nuc"}``.
+    """
+    space = _space(an)
+    _, en, _, _ = gd_errors(checkpoints, space, nuclear)
+    _, ef, _, _ = gd_errors(checkpoints, space, frobenius)
+    v = gd_decide(checkpoints, problem, an, nuclear)
+    m = {"e_nuc": float(en[-1]), "e_fro": float(ef[-1]), "e_nuc_prev": float(en[-2]), "e_fro_prev": float(ef[-2]),
+         "verdict_nuc": v.outcome.value}
+    if en[-1] < ef[-1] and en[-1] < en[-2]:
+        return "nuclear", m
+    if ef[-1] < en[-1] and ef[-1] < ef[-2]:
+        return "frobenius", m
+    return "neither", m
+
+
+def gaussian_problem(rng, K: int, d: int):
+    """A random problem as :mod:`strategies.kq` and ``benchmarks/nuclear_angles.py`` draw them: Gaussian unit
+    embeddings (K x d), 4..10 sequences of 2..6 uniform tokens, each label a token of its sequence, log loss,
+    default head."""
+    from theory.core.problem import Problem
+
+    E = rng.standard_normal((K, d))
+    E /= np.linalg.norm(E, axis=1, keepdims=True)
+    seqs = [rng.integers(0, K, size=int(rng.integers(2, 7))).tolist() for _ in range(int(rng.integers(4, 11)))]
+    labels = [int(rng.choice(s)) for s in seqs]
+    return Problem.create(E, seqs, labels, "log")
 
 
 KQ_PATH = Claim(

@@ -28,6 +28,10 @@ Sweeps:
   criterion of ``properties/li2024/test_section5.py``: settled selection, then correlation and Theorem 1's
   rate-aware direction test, a failure re-judged at 10x the budget) over loss x head (default
   biorthogonal head, tied ``C = E``, random).
+* ``kq-phase`` -- where GD on ``(W_K, W_Q)`` heads (issue 38; :func:`kq_phase_run`) on random Gaussian
+  problems whose nuclear-norm and Frobenius Graph-SVMs are >= 10° apart, over problem shape ``KxD`` x width
+  ``m`` (``d/2``, ``d-1``: narrower than ``d``; ``d``, ``2d``): ``pass`` heading to ``W^nuc``, ``fail`` to
+  ``W^svm``, ``undecided`` neither.
 * ``li-cyclic``, ``li-acyclic``, ``li-local``, ``syn-small``, ``syn-medium`` -- the reproductions, one run per
   seed (one trial of the Li et al. experiments with that seed; one seed of the Scan and Snap ones).
 """
@@ -260,6 +264,49 @@ class Sweep:
     headline: tuple = ()  # measures drawn first in a reproduction's figure
 
 
+KQ_WIDTHS = {"d/2": lambda d: max(1, d // 2), "d-1": lambda d: max(1, d - 1), "d": lambda d: d, "2d": lambda d: 2 * d}
+KQ_MIN_ANGLE = 10.0  # degrees between W^nuc and W^svm: below it the two headings cannot be told apart
+
+
+def kq_phase_run(params: dict, seed: int) -> tuple[str, dict]:
+    """Where GD on ``(W_K, W_Q)`` heads (:func:`theory.li2024.factorized_claims.destination`) on a random
+    Gaussian problem of shape ``KxD`` whose two Graph-SVMs are >= 10° apart (the first of 30 draws from the
+    cell's seed; the same problem for every width), width ``m`` in :data:`KQ_WIDTHS`, ``steps`` steps from
+    the seeded small start: ``pass`` heading to ``W^nuc``, ``fail`` to ``W^svm``, ``undecided`` neither,
+    ``not judged`` when no draw is 10° apart."""
+    from theory.li2024.analysis import analyze
+    from theory.li2024.factorized import train_factorized
+    from theory.li2024.factorized_claims import destination, gaussian_problem
+    from theory.li2024.nuclear import angle_degrees, nuclear_svm
+    from theory.li2024.svm import graph_svm
+
+    shape, width, steps = str(params["shape"]), str(params["m"]), int(params["steps"])
+    try:
+        K, d = (int(x) for x in shape.split("x"))
+    except ValueError:
+        raise SweepError(f"kq-phase: shape {shape!r} is not KxD") from None
+    if width not in KQ_WIDTHS or d < K or steps < 10_000:
+        raise SweepError(f"kq-phase: need m in {sorted(KQ_WIDTHS)}, d >= K and steps >= 10000 (two decade increments); got {params}")
+    rng = _cell_seed(seed, K, d)
+    for _ in range(30):
+        p = gaussian_problem(rng, K, d)
+        fro = graph_svm(p, exact=False)
+        if fro.norm == 0:
+            continue
+        nuc = nuclear_svm(p)
+        angle = angle_degrees(nuc.W, fro.W)
+        if angle >= KQ_MIN_ANGLE:
+            break
+    else:
+        return "not judged", {"reason": f"no draw with the two SVMs >= {KQ_MIN_ANGLE}° apart"}
+    m = KQ_WIDTHS[width](d)
+    marks = [10 ** k for k in range(2, int(math.log10(steps)) + 1)]
+    run = train_factorized(p, marks[-1], m, seed=seed, checkpoints=marks)
+    heading, measures = destination(run.checkpoints, p, analyze(p), nuc.W, fro.W)
+    measures.update(angle=angle, width=m, rank_nuc=int(np.linalg.matrix_rank(nuc.W, 1e-6 * np.linalg.norm(nuc.W, 2))))
+    return {"nuclear": "pass", "frobenius": "fail", "neither": "undecided"}[heading], measures
+
+
 _LI_GLOBAL = ("correlation", "finite_error", "top_scc_mass")
 SWEEPS = {
     # Default grid: 7 x 5 x 2 = 70 cells x 5 seeds = 350 runs (timings in the README).
@@ -279,6 +326,9 @@ SWEEPS = {
     # sweep runs): K x condition number of E.
     "claims": Sweep("claims", registered_claim_run, {"claim": _judged_claims, "condition": [1.0, 10.0], "K": [3]},
                     seeds=2, axes=("claim", "condition")),
+    # Issue 38: where GD on (W_K, W_Q) heads (pass: W^nuc, fail: W^svm, undecided: neither), shape x width.
+    "kq-phase": Sweep("kq-phase", kq_phase_run, {"m": list(KQ_WIDTHS), "shape": ["4x4", "4x6", "6x6"],
+                                                 "steps": [100_000]}, seeds=3, axes=("m", "shape")),
     "li-cyclic": Sweep("li-cyclic", reproduction_run("li-cyclic"), seeds=10, headline=_LI_GLOBAL),
     "li-acyclic": Sweep("li-acyclic", reproduction_run("li-acyclic"), seeds=10, headline=_LI_GLOBAL),
     "li-local": Sweep("li-local", reproduction_run("li-local"), {"loss": ["ce"]}, seeds=10, axes=("loss",),
