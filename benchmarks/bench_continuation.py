@@ -1,6 +1,18 @@
 """Steps-equivalent per second: the log-time continuation against discrete GD (compiled engine) on the same problems.
 
     .venv/bin/python benchmarks/bench_continuation.py [--rounds R] [--start STEPS] [--markdown] [--problems a.json ...]
+    .venv/bin/python benchmarks/bench_continuation.py --margins [--random N] [--markdown]
+
+``--margins``: Theorem 1's reject-zone statistics at each horizon the decisions now reach (GD's first budget,
+then the continuation to 10^12 steps-equivalent, :class:`theory.li2024.continuation.Escalation`), on valid runs
+and on the planted violations, as the decision sees them at a budget ``H`` with the verdict at ``H/10`` before
+it (:func:`theory.li2024.criteria.theorem1`): the worst valid and the mildest planted value per statistic and
+horizon (the margins table of ``benchmarks/RESULTS.md``).  Valid runs: the stress-found Theorem 1 examples
+(``HORIZON_EXAMPLES``, each from its own start) and ``--random`` problems of the ``theorem1-phase`` sweep's kind
+(``theory.run.sweep.valid_problem``, K = 3..6, condition 1..100, seeded).  Plants: targets 15°, 20°, 35° off
+``W^svm`` (3 seeds each), ``W^fin`` moved by 4 ``FINITE_MAX max(1, ||W^fin||)`` inside S_fin, the run stalled
+at a tenth of the budget before (``W`` held from ``H/100``), and polynomial growth (the ``W^svm`` coefficient
+replaced by ``c(τ₁) (τ/τ₁)^0.35``).
 
 For each problem (log loss, Assumptions 1-2, ``W^svm != 0``; default a few ``examples/`` files of every shape):
 discrete GD (``train(..., engine="auto")``, the compiled engine, warmed up) runs from 0 to ``--start`` steps at
@@ -34,7 +46,7 @@ from theory.li2024.analysis import analyze  # noqa: E402
 from theory.li2024.continuation import continue_flow  # noqa: E402
 from theory.li2024.engine import warm_up  # noqa: E402
 from theory.li2024.losses import safe_step  # noqa: E402
-from theory.li2024.training import resume, train  # noqa: E402
+from theory.li2024.training import resume, train, truncate  # noqa: E402
 
 PROBLEMS = ["theorem1_slow_direction", "theorem1_direction_constant", "scc_above_token",
             "theorem1_finite_error_crossing", "theorem1_direction_transient_peak", "li_cyclic_trial0",
@@ -78,13 +90,274 @@ def table(rows, start) -> str:
     return "\n".join(out)
 
 
+# ------------------------------------------------------------------------------------------------
+# Margins at the continuation's horizons
+# ------------------------------------------------------------------------------------------------
+# (file, W(0)): the stress-found valid Theorem 1 cases, from the starts the properties use.
+SLOW_DIRECTION_W0 = [[0.1727921, 0.41080907, 0.16521854, -0.65157862], [0.45267793, 0.22318729, -0.26847662, 0.29055905],
+                     [0.1822862, 0.14706625, 0.01421112, 0.27335649], [-0.36822704, -0.08145497, -0.24105966, 0.29942311]]
+HORIZON_EXAMPLES = [("theorem1_slow_direction", SLOW_DIRECTION_W0), ("theorem1_direction_transient_peak", None),
+                    ("theorem1_direction_constant", None), ("theorem1_degenerate_correlation_dip", "rng0x0.1"),
+                    ("theorem1_finite_error_crossing", None), ("li_cyclic_trial0", None), ("scc_above_token", None),
+                    ("gaussian_cond_1.8e4", None), ("automaton_clipped_budget", None)]
+ANGLES = (15.0, 20.0, 35.0)
+POLY = 0.35
+
+
+def _start(p, spec):
+    if spec is None:
+        return np.zeros((p.d, p.d))
+    if spec == "rng0x0.1":
+        return 0.1 * np.random.default_rng(0).normal(size=(p.d, p.d))
+    return np.asarray(spec, dtype=float)
+
+
+def horizon_run(p, W0):
+    """``(analysis, run, first)``: GD to Theorem 1's first budget, then the continuation to the last budget of
+    the ladder to 10^12 (None when the budget exceeds MAX_STEPS or the continuation failed its check)."""
+    from theory.li2024 import criteria
+    from theory.li2024.continuation import CONTINUE_MAX_STEPS, Escalation
+
+    an = analyze(p)
+    eta = safe_step(p)
+    steps, need = criteria.run_budget(an, eta, W0)
+    if need > criteria.MAX_STEPS or an.finite is None:
+        return an, None, steps
+    gd = train(p, steps, eta, W0=W0, analysis=an)
+    esc = Escalation(p, an)
+    if not esc.check(gd)[0]:
+        print(f"  continuation refused: {esc.disagreement(gd)}", file=sys.stderr)
+        return an, None, steps
+    for far in reversed(criteria.budgets(steps, CONTINUE_MAX_STEPS)[1:]):
+        try:  # the furthest budget the continuation reaches (a failure ends a decision there too)
+            return an, continue_flow(p, gd, far, an), steps
+        except FloatingPointError as exc:
+            print(f"  continuation to {far:.3g} failed: {exc}", file=sys.stderr)
+    return an, None, steps
+
+
+def held(run, at):
+    """``run`` with ``W`` held from step ``at`` on (a finite limit: the stalled plant)."""
+    from dataclasses import replace
+
+    from theory.li2024.criteria import _at
+
+    hold = _at(run, at)
+    return replace(run, checkpoints=[c if c.step <= hold.step else replace(hold, step=c.step) for c in run.checkpoints])
+
+
+def polynomial(run, an, first, p=POLY):
+    """``run`` with its ``W^svm`` coefficient replaced by ``c(τ₁) (τ/τ₁)^p`` (polynomial growth)."""
+    from dataclasses import replace
+
+    from theory.li2024.criteria import _at
+
+    Wh = an.svm.W / an.svm.norm
+    c1 = float(np.sum(_at(run, first).W * Wh))
+
+    def moved(c):
+        W = c.W + (c1 * (max(c.step, 1) / first) ** p - float(np.sum(c.W * Wh))) * Wh
+        return replace(c, W=W)
+    return replace(run, checkpoints=[moved(c) for c in run.checkpoints])
+
+
+def pair(run, target, H):
+    """Theorem 1's verdict at budget ``H`` with the verdict at ``H/10`` before it."""
+    from theory.li2024 import criteria
+
+    earlier = criteria.theorem1(truncate(run, H // 10), target)
+    return criteria.theorem1(truncate(run, H), target, earlier)
+
+
+def horizon_rows(p, W0, label):
+    """Per horizon ``H`` (first budget x 10^k, k >= 1): the statistics of the valid run and of each plant."""
+    from dataclasses import replace
+
+    from theory.li2024 import criteria
+    from theory.li2024.plants import wrong_direction
+
+    an, run, first = horizon_run(p, W0)
+    if run is None:
+        return []
+    targets = {f"{a:g}°": [replace(an, svm=replace(an.svm, W=an.svm.norm * wrong_direction(an, a, seed)))
+                           for seed in range(3)] for a in ANGLES}
+    fin = []
+    if an.space.dim:
+        size = 4 * criteria.FINITE_MAX * max(1.0, float(np.linalg.norm(an.finite.W)))
+        shift = an.space.compose(np.ones(an.space.dim) / np.sqrt(an.space.dim)) * size
+        fin = [replace(an, finite=replace(an.finite, W=an.finite.W + shift))]
+    poly = polynomial(run, an, first)
+    rows = []
+    for H in criteria.budgets(first, run.final.step)[1:]:
+        v = pair(run, an, H)
+        m = v.measures
+        row = {"problem": label, "H": H, "L": m["log_time"], "valid_outcome": v.outcome.value,
+               "valid_gamma": m.get("direction_trend") if m["direction_rate"] > criteria.DIRECTION_RATE else None,
+               "valid_rate": m["direction_rate"],
+               "valid_growth": abs(np.log(m["growth_ratio"])) if 0 < m["growth_ratio"] < np.inf else np.inf,
+               "valid_finite": m["finite_error"] / m["finite_error_prev"]
+               if m["finite_error"] > criteria.FINITE_FLOOR and m["finite_error_prev"] > 0 else None}
+        for name, ts in targets.items():
+            vs = [pair(run, t, H) for t in ts]
+            # the trend decides only above DIRECTION_RATE (below it the rate accepts): the mildest γ there
+            row[f"gamma_{name}"] = min((x.measures["direction_trend"] for x in vs
+                                        if x.measures["direction_rate"] > criteria.DIRECTION_RATE), default=None)
+            row[f"fails_{name}"] = sum(x.outcome.value == "fails" for x in vs)
+            row[f"resolved_{name}"] = sum(x.measures["direction_rate"] > criteria.DIRECTION_RATE for x in vs)
+        if fin:
+            x = pair(run, fin[0], H)
+            row["finite_planted"] = x.measures["finite_error"] / x.measures["finite_error_prev"]
+            row["fails_finite"] = x.outcome.value == "fails"
+        x = pair(held(run, H // 100), an, H)
+        row["fails_stalled"], row["stalled_ratio"] = x.outcome.value == "fails", x.measures["growth_ratio"]
+        x = pair(poly, an, H)
+        r = x.measures["growth_ratio"]
+        row["poly_growth"] = abs(np.log(r)) if 0 < r < np.inf else np.inf
+        row["fails_poly"] = x.outcome.value == "fails"
+        rows.append(row)
+    return rows
+
+
+def decision_rows(p, W0, label):
+    """Theorem 1's decisions from the first budget, escalated through the continuation (Escalation) and on GD
+    alone (``resume``, cap ESCALATE_MAX_STEPS): the true targets and every planted target, with wall time."""
+    import time
+    from dataclasses import replace
+
+    from theory.li2024 import criteria
+    from theory.li2024.continuation import Escalation
+    from theory.li2024.plants import wrong_direction
+
+    an = analyze(p)
+    eta = safe_step(p)
+    steps, need = criteria.run_budget(an, eta, W0)
+    if need > criteria.MAX_STEPS or an.finite is None:
+        return []
+    gd = train(p, steps, eta, W0=W0, analysis=an)
+    plants = {f"{a:g}°": [replace(an, svm=replace(an.svm, W=an.svm.norm * wrong_direction(an, a, seed)))
+                          for seed in range(3)] for a in ANGLES}
+    if an.space.dim:
+        size = 4 * criteria.FINITE_MAX * max(1.0, float(np.linalg.norm(an.finite.W)))
+        shift = an.space.compose(np.ones(an.space.dim) / np.sqrt(an.space.dim)) * size
+        plants["W^fin"] = [replace(an, finite=replace(an.finite, W=an.finite.W + shift))]
+    rows = []
+    for engine in ("continuation", "gd"):
+        if engine == "continuation":
+            extend = Escalation(p, an)
+        else:
+            def extend(run, n, cache={}):
+                if n not in cache:
+                    cache[n] = resume(p, run, n, analysis=an)
+                return cache[n]
+        t = time.perf_counter()
+        truth, rec = criteria.theorem1_decide(gd, an, extend)
+        seconds = time.perf_counter() - t
+        row = {"kind": "decision", "problem": label, "engine": engine, "truth": truth.outcome.value,
+               "budget": truth.budget, "seconds": seconds,
+               "engines": sorted({str(x.get("engine", "gd"))[:12] for x in truth.trail})}
+        for name, ts in plants.items():
+            ext = Escalation(p, an, recorded=rec) if engine == "continuation" else extend
+            row[name] = [criteria.theorem1_decide(gd, t, ext)[0].outcome.value for t in ts]
+        rows.append(row)
+    return rows
+
+
+def decisions_table(rows) -> str:
+    """Per engine: the true targets' outcomes, budgets and time; each plant's outcomes."""
+    out = ["| escalation | runs | valid holds / undecided / fails | last budget (median, max) | seconds (sum) | "
+           "15° fails / undecided / holds | 20° | 35° | W^fin moved |", "|---|---|---|---|---|---|---|---|---|"]
+    for engine in ("gd", "continuation"):
+        rs = [r for r in rows if r["engine"] == engine]
+        if not rs:
+            continue
+        cnt = lambda xs: " / ".join(str(sum(x == o for x in xs)) for o in ("fails", "undecided", "holds"))  # noqa: E731
+        valid = [r["truth"] for r in rs]
+        budgets = sorted(r["budget"] for r in rs)
+        planted = [cnt([o for r in rs for o in r.get(k, [])]) for k in ("15°", "20°", "35°", "W^fin")]
+        name = "GD only (cap 1e7)" if engine == "gd" else "continuation (to 1e12)"
+        out.append(f"| {name} | {len(rs)} | {' / '.join(str(valid.count(o)) for o in ('holds', 'undecided', 'fails'))} | "
+                   f"{budgets[len(budgets) // 2]:.3g}, {budgets[-1]:.3g} | {sum(r['seconds'] for r in rs):.3g} | "
+                   + " | ".join(planted) + " |")
+    return "\n".join(out)
+
+
+def margins_table(rows) -> str:
+    """One line per horizon (decade of H): worst valid against mildest planted, per statistic."""
+    from theory.li2024 import criteria
+
+    def worst(xs, f):
+        xs = [x for x in xs if x is not None and np.isfinite(x)]
+        return f"{f(xs):.3g}" if xs else "–"
+
+    out = ["| horizon (steps) | runs | L = ln(τ/τ₀) | valid: fails / undecided | γ worst valid (rate > 3) | "
+           "γ mildest planted (rate > 3) 15° / 20° / 35° | planted rejected 15° / 20° / 35° (rate > 3) | valid rate max | "
+           "finite decade ratio worst valid / mildest planted | growth \\|ln ratio\\| worst valid / polynomial | "
+           "stalled, polynomial rejected |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for e in sorted({int(round(np.log10(r["H"]))) for r in rows}):
+        rs = [r for r in rows if int(round(np.log10(r["H"]))) == e]
+        n = len(rs)
+        fails = sum(r["valid_outcome"] == "fails" for r in rs)
+        und = sum(r["valid_outcome"] == "undecided" for r in rs)
+        gam = " / ".join(worst([r[f"gamma_{a:g}°"] for r in rs], min) for a in ANGLES)
+        rej = " / ".join(f"{sum(r[f'fails_{a:g}°'] for r in rs)}/{3 * n} ({sum(r[f'resolved_{a:g}°'] for r in rs)})"
+                         for a in ANGLES)
+        fin_rows = [r for r in rs if "finite_planted" in r]
+        out.append(f"| 1e{e} | {n} | {min(r['L'] for r in rs):.1f}-{max(r['L'] for r in rs):.1f} | {fails} / {und} | "
+                   f"{worst([r['valid_gamma'] for r in rs], max)} | {gam} | {rej} | "
+                   f"{worst([r['valid_rate'] for r in rs], max)} | {worst([r['valid_finite'] for r in rs], max)} / "
+                   f"{worst([r['finite_planted'] for r in fin_rows], min)} ({sum(r['fails_finite'] for r in fin_rows)}/{len(fin_rows)} rejected) | "
+                   f"{worst([r['valid_growth'] for r in rs], max)} / {worst([r['poly_growth'] for r in rs], min)} | "
+                   f"{sum(r['fails_stalled'] for r in rs)}/{n}, {sum(r['fails_poly'] for r in rs)}/{n} |")
+    return "\n".join(out)
+
+
+def margins(random: int, markdown: bool, rows_from: str | None = None):
+    from theory.run.sweep import valid_problem
+
+    if rows_from:  # the table again from the JSON lines an earlier run printed
+        import json
+
+        rows = [json.loads(line) for line in open(rows_from)]
+        print(margins_table([r for r in rows if r.get("kind") != "decision"]))
+        print()
+        print(decisions_table([r for r in rows if r.get("kind") == "decision"]))
+        return
+    rows = []
+    cases = [(name, Problem.load(f"examples/{name}.json"), spec) for name, spec in HORIZON_EXAMPLES]
+    for seed in range(random):
+        rng = np.random.default_rng([37, seed])
+        K, cond = 3 + seed % 4, float(10 ** (2 * rng.random()))
+        cases.append((f"random {seed} (K={K}, cond {cond:.3g})", valid_problem(rng, K, cond), None))
+    for name, p, spec in cases:
+        rows += horizon_rows(p, _start(p, spec), name)
+        rows += decision_rows(p, _start(p, spec), name)
+        print(f"{name}: {len(rows)} rows", file=sys.stderr)
+    print(f"{len(rows)} rows", file=sys.stderr)
+    if markdown:
+        print(margins_table([r for r in rows if r.get("kind") != "decision"]))
+        print()
+        print(decisions_table([r for r in rows if r.get("kind") == "decision"]))
+    else:
+        import json
+
+        for r in rows:
+            print(json.dumps({k: (float(v) if isinstance(v, (np.floating, float)) else v) for k, v in r.items()}))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--start", type=int, default=10**5)
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--problems", nargs="*", default=[f"examples/{n}.json" for n in PROBLEMS])
+    ap.add_argument("--margins", action="store_true", help="the margins table at the continuation's horizons")
+    ap.add_argument("--random", type=int, default=20, help="--margins: random valid problems besides the examples")
+    ap.add_argument("--rows", help="--margins: print the table from the JSON lines of an earlier run")
     a = ap.parse_args(argv)
+    if a.margins:
+        margins(a.random, a.markdown, a.rows)
+        return
     warm_up()
     rows = [measure(path, a.start, a.rounds) for path in a.problems]
     if a.markdown:

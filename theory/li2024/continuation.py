@@ -85,13 +85,23 @@ from theory.li2024.training import (Checkpoint, Trajectory, _scc_membership, che
                                     log_checkpoints)
 
 
-__all__ = ["Agreement", "ContinuationCheckpoint", "ContinuedTrajectory", "Escalation", "bounds_of", "compare", "continue_flow",
+__all__ = ["Agreement", "ContinuationCheckpoint", "ContinuationFailed", "ContinuedTrajectory", "Escalation", "bounds_of", "compare", "continue_flow",
            "engine_of", "engine_label", "engine_measures", "deviation", "RTOL", "ATOL", "METHOD", "CONTINUE_MAX_STEPS"]
 
 RTOL, ATOL = 1e-10, 1e-12
 # A stalled solve raises instead of running on (seen only on the planted defects, whose path leaves the flow's).
 MAX_EVALS = 50_000
 METHOD = "LSODA"
+# LSODA restarts every decade in its non-stiff (Adams) mode and must detect the stiffness again; once it did
+# not (examples/theorem1_degenerate_correlation_dip.json from 0.1 N(0, 1) at seed 0: from GD's state at
+# 1.6e5 steps it took 50000 evaluations without leaving 1.61e6, where BDF takes 318 evaluations to 1e7).  A
+# decade that costs more than SEGMENT_EVALS evaluations is solved again by BDF, as is every later decade.
+# Valid decades cost 10-200 evaluations (benchmarks/RESULTS.md, the continuation's table).
+SEGMENT_EVALS = 5_000
+FALLBACK = "BDF"
+# BDF's own cap per decade: the same case's last decades cost it 1000-5000 evaluations (its error control
+# meets the right-hand side's rounding noise there); beyond this the decade fails (ContinuationFailed).
+FALLBACK_EVALS = 20_000
 # The decisions' horizon through the continuation (issue 37: at least 10^12 steps-equivalent).  At 10^12 the
 # direction's log time L = ln(τ/τ₀) is ~2.4x what 10^7 steps reach on a τ₀ ~ 10 problem (the trend's lever
 # ln(L₂/L₁) per decade shrinks like 1/L, so the budgets past it add little power per solve).
@@ -155,6 +165,7 @@ class _Flow:
         self.eta, self.sign = eta, sign
         self.n = self.K * self.nq
         self.evals = 0
+        self.segment_limit = MAX_EVALS
 
     def scores(self, y):
         A = self.A1.copy()
@@ -183,6 +194,8 @@ class _Flow:
 
     def rhs(self, s, y):
         self.evals += 1
+        if self.evals > self.segment_limit:
+            raise _SegmentStall(f"continuation: more than {SEGMENT_EVALS} evaluations in one decade")
         if self.evals > MAX_EVALS:
             raise FloatingPointError(f"continuation: more than {MAX_EVALS} evaluations (the integrator stalled)")
         A = self.scores(y)
@@ -214,8 +227,8 @@ class _Flow:
 class _Solution:
     """The states at the requested points of a segmented solve, and its cost."""
 
-    def __init__(self, y, nfev, njev):
-        self.y, self.nfev, self.njev = y, nfev, njev
+    def __init__(self, y, nfev, njev, methods=METHOD):
+        self.y, self.nfev, self.njev, self.methods = y, nfev, njev, methods
 
 
 def noise_atol(t: float, atol: float = ATOL) -> float:
@@ -232,23 +245,41 @@ def noise_atol(t: float, atol: float = ATOL) -> float:
     return max(atol, EPS * t)
 
 
+class _SegmentStall(FloatingPointError):
+    """One decade took more than SEGMENT_EVALS evaluations."""
+
+
 def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float, atol: float) -> _Solution:
     """Integrate decade by decade of ``t`` (each with :func:`noise_atol` at its end; the quadrature ``D`` rides
-    on ``B``'s steps and is not error-controlled: it is a tolerance, needed to a few per cent)."""
+    on ``B``'s steps and is not error-controlled: it is a tolerance, needed to a few per cent).  A decade that
+    stalls (SEGMENT_EVALS) is solved again by FALLBACK, and so is the rest (``methods`` says which ran)."""
     y = np.zeros(flow.n + 1)
     out = np.empty((flow.n + 1, len(s_eval)))
     nfev = njev = 0
     last = float(s_eval[-1])
     ends = [b for b in np.arange(s1 + np.log(10.0), last, np.log(10.0)) if b < last - 1e-6] + [last]
     a, done = s1, 0
+    methods = [method]
     for b in ends:
         pts = s_eval[(s_eval > a) & (s_eval <= b)]
         if b == ends[-1]:
             pts = s_eval[done:]
         tol = np.full(flow.n + 1, noise_atol(float(np.exp(b)), atol))
         tol[-1] = 1.0  # D is a tolerance (~1e-5): not error-controlled in practice
-        sol = solve_ivp(flow.rhs, (a, b), y, method=method, t_eval=pts, jac=flow.jac, rtol=rtol, atol=tol,
-                        dense_output=True)
+        flow.segment_limit = flow.evals + (FALLBACK_EVALS if method == FALLBACK else SEGMENT_EVALS)
+        try:
+            sol = solve_ivp(flow.rhs, (a, b), y, method=method, t_eval=pts, jac=flow.jac, rtol=rtol, atol=tol,
+                            dense_output=True)
+        except _SegmentStall:
+            if method == FALLBACK:
+                raise FloatingPointError(f"continuation: {method} stalled too (more than {FALLBACK_EVALS} "
+                                         f"evaluations in one decade)") from None
+            nfev += SEGMENT_EVALS
+            method = FALLBACK
+            methods.append(method)
+            flow.segment_limit = flow.evals + FALLBACK_EVALS
+            sol = solve_ivp(flow.rhs, (a, b), y, method=method, t_eval=pts, jac=flow.jac, rtol=rtol, atol=tol,
+                            dense_output=True)
         if not sol.success:
             raise FloatingPointError(f"continuation: {method} failed: {sol.message}")
         out[:, done:done + len(pts)] = sol.y
@@ -256,7 +287,8 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
         y = sol.y[:, -1] if len(pts) and pts[-1] == b else sol.sol(b)
         nfev, njev = nfev + int(sol.nfev), njev + int(sol.njev)
         a = b
-    return _Solution(out, nfev, njev)
+    flow.segment_limit = MAX_EVALS
+    return _Solution(out, nfev, njev, "+".join(methods))
 
 
 def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Analysis | None = None, *,
@@ -339,6 +371,7 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
                                           gd_rounding=float((tau - tau1) * EPS * wmax)))
     base.checkpoints += out
     base.nfev, base.njev, base.continuation_seconds = nfev, njev, seconds
+    base.method = sol.methods
     return base
 
 
@@ -515,6 +548,15 @@ def engine_measures(run) -> dict:
     return m
 
 
+class ContinuationFailed(FloatingPointError):
+    """The continuation failed past GD's budget (its integrator stalled) at ``steps``: the decision stops at
+    the budget before (:func:`theory.li2024.criteria.escalate`)."""
+
+    def __init__(self, steps: int, why: str):
+        super().__init__(f"the continuation to {steps} steps failed: {why}")
+        self.steps = steps
+
+
 def _gd_part(run) -> Trajectory:
     """``run`` up to its last GD checkpoint (the GD checkpoints come first)."""
     last = max(c.step for c in run.checkpoints if engine_of(c) == "gd")
@@ -624,9 +666,12 @@ class Escalation:
         if key in self.runs:
             return self.runs[key]
         if self.refused is None and self.check(gd)[0]:
-            if steps > self.horizon:
+            if steps > self.horizon * np.sqrt(10):  # the ladder's last budget is the one *nearest* the horizon
                 raise ValueError(f"Escalation: {steps} steps past the continuation's horizon {self.horizon}")
-            out = continue_flow(self.problem, gd, steps, self.analysis, **self.plant)
+            try:
+                out = continue_flow(self.problem, gd, steps, self.analysis, **self.plant)
+            except FloatingPointError as exc:
+                raise ContinuationFailed(steps, str(exc)) from None
             out.notes.append(f"continued from GD at {gd.final.step} (agreed over [{gd.final.step // 10}, "
                              f"{gd.final.step}])")
             self.runs[key] = out

@@ -354,9 +354,11 @@ def escalate(judge, traj, extend, max_steps: int = ESCALATE_MAX_STEPS) -> tuple[
     ``max_steps`` is discrete GD's cap.  An ``extend`` with a ``reach(run)`` method
     (:class:`theory.li2024.continuation.Escalation`) may carry the ladder further, to what it reaches from
     ``traj``; it is asked only when the first budget leaves the verdict undecided (its validity check runs
-    the continuation over GD's last decade, which a verdict decided at once does not need).
+    the continuation over GD's last decade, which a verdict decided at once does not need).  A continuation
+    that fails past GD's budget (:class:`theory.li2024.continuation.ContinuationFailed`) ends the ladder at the
+    budget before it, undecided there unless decided, with ``continuation_failed`` in the measures.
     """
-    from theory.li2024.continuation import engine_measures
+    from theory.li2024.continuation import ContinuationFailed, engine_measures
 
     def judged(run, earlier):
         stats, m = judge(run, earlier)
@@ -368,7 +370,13 @@ def escalate(judge, traj, extend, max_steps: int = ESCALATE_MAX_STEPS) -> tuple[
     if decision.combine(stats, None) is Outcome.UNDECIDED:
         reach = getattr(extend, "reach", None)
         ladder = budgets(first, max(max_steps, reach(traj) if reach is not None else 0))
-    return decision.sequential(judged, ladder, traj, extend)
+    try:
+        return decision.sequential(judged, ladder, traj, extend)
+    except ContinuationFailed as exc:
+        # The budgets before the failure again (extend keeps its runs): undecided at the last one it reached.
+        v, run = decision.sequential(judged, [b for b in ladder if b < exc.steps], traj, extend)
+        v.measures["continuation_failed"] = str(exc)
+        return v, run
 
 
 def theorem1_decide(traj, analysis, extend, max_steps: int = ESCALATE_MAX_STEPS) -> tuple[Verdict, object]:
