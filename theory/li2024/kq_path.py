@@ -27,18 +27,22 @@ scale-free, so the steps do not shrink with the gradient; warm starts along the 
 radius's answer times ``R'/R``).  Only Clarabel's ``optimal`` status is used; an iteration whose
 subproblem is not optimal ends the loop, and the certificate decides.
 
+Finishing on the factors.  Where the QP stalls short of the certificate, the answer is finished by
+Riemannian Newton on balanced factors ``W = A B^T`` on the sphere ``||A||² + ||B||² = 2R``
+(:class:`_FactorObjective` with its exact Hessian, and :func:`theory.li2024.regpath._polish`, the
+Frobenius path's own polish, with its stiff-direction retraction): dense linear algebra resolves the cyclic
+directions to float64, which the interior-point QP does not.  Why it was needed: on a rank-k face the gap
+vanishes only when the top k singular values of ``-G`` are equal, and they hang on the ``S_fin`` position
+(curvature 0.09 against ||G|| = 5e-8, Gaussian problem #7 of ``benchmarks/nuclear_angles.py`` at margin
+16) to ~1e-12 absolute: the QP alone stalled at a relative gap of 3.4e-6 there.
+
 Reach, measured (the 25 Gaussian problems of ``benchmarks/nuclear_angles.py``, all with a ⇒ edge, radii
-``t ||W^nuc||_*`` for t = 1, 2, ..., 64): every radius up to t = 8 certifies on all 25; 8 certify through
-t = 64; 13 stop at t = 16 and 4 at t = 32 (2 of them at float64's rounding level).  There the Newton model
-mixes curvatures ~1e7 apart (the cyclic directions' O(1) against the saturated ones' ~e^{-t}, both divided
-by ||g|| ~ e^{-t}) and Clarabel's answer to it is no longer good to the certificate's 1e-6 (a stalled line search, or 'optimal_inaccurate').  Such a radius raises
-:class:`~theory.li2024.svm.SolverError`; callers count it as not certifiable, never as an answer.  Diagnosed on problem #7
-(rank-2 answer, singular values 23.8 and 0.41, at t = 16): on a rank-k face the gap vanishes only when the
-top k singular values of ``-G`` are equal, here to ~6e-5 relative, and they hang on the ``S_fin`` position
-(curvature 0.09 against ||G|| = 5e-8) to ~1e-12 absolute, 1e-14 relative to ``R``.  Two repairs tried and
-measured with no radius gained (so not kept): a warm start that keeps the ``S_fin`` part instead of scaling
-it, and a Newton step on the Lagrangian restricted to ``S_fin`` (it needs the multiplier to 1e-5, which the
-current point does not give).  What would work: Newton on the KKT system of the fixed-rank face.
+``t ||W^nuc||_*`` for t = 1, 2, ..., 64): every radius up to t = 8 certifies on all 25, and up to t = 16 on
+23; 8 certify through t = 64; on 15 the radius at t = 32 is at float64's rounding level (the gradient's
+floor above 1e-3 of its size: a cyclic part keeps the loss O(1) while its saturated part is ~e^{-t}), which
+raises :class:`~theory.li2024.regpath.RoundingLevel`; 2 stop at t = 16 (the QP and the factor polish both
+short of the gap).  QP alone (before the factor polish): 13 stopped at t = 16.  A radius that does not
+certify raises; callers count it as not certifiable, never as an answer.
 
 Certificate (:func:`certify`, from ``W`` and the gradient alone, every quantity relative):
 
@@ -213,6 +217,74 @@ def _qp_once(P, q, A, b, cones, options):
     return x, status
 
 
+class _FactorObjective:
+    """``x = (vec A, vec B) -> L(A B^T)`` with its gradient and exact Hessian, for :func:`theory.li2024.regpath._polish`
+    on the sphere ``||x||² = 2R`` (``||A B^T||_* <= ½(||A||² + ||B||²)``, with equality for balanced factors).
+
+    Hessian: ``Jᵀ H_W J + C``: ``H_W = B_eff H_θ B_effᵀ`` (the loss sees ``W`` only through its effective
+    coordinates; ``H_θ`` the covariance form of :class:`theory.li2024.finite._Objective`, exact when
+    saturated), ``J`` the Jacobian of ``vec(A Bᵀ)``, ``C`` the bilinear term ``∂²<G, A Bᵀ>/∂A_la ∂B_mb = G_lm δ_ab``."""
+
+    def __init__(self, problem, basis, f, data, d: int, k: int):
+        self.problem, self.basis, self.f, self.data, self.d, self.k = problem, basis, f, data, d, k
+        self.Beff = basis.basis.reshape(basis.dim, d * d).T
+
+    def split(self, x):
+        n = self.d * self.k
+        return x[:n].reshape(self.d, self.k), x[n:].reshape(self.d, self.k)
+
+    def __call__(self, x):
+        A, B = self.split(x)
+        L, G = loss_and_grad(A @ B.T, self.problem, self.data)
+        return L, np.concatenate([(G @ B).ravel(), (G.T @ A).ravel()])
+
+    def hessian(self, x):
+        d, k = self.d, self.k
+        A, B = self.split(x)
+        W = A @ B.T
+        Hw = self.Beff @ self.f.hessian(self.basis.coordinates(W)) @ self.Beff.T
+        I = np.eye(d)
+        JA = np.einsum("il,ja->ijla", I, B).reshape(d * d, d * k)
+        JB = np.einsum("ia,jl->ijla", A, I).reshape(d * d, d * k)
+        J = np.hstack([JA, JB])
+        _, G = loss_and_grad(W, self.problem, self.data)
+        C = np.kron(G, np.eye(k))  # rows (l, a) of A, columns (m, b) of B
+        H = J.T @ Hw @ J
+        H[:d * k, d * k:] += C
+        H[d * k:, :d * k] += C.T
+        return (H + H.T) / 2
+
+
+def _factor_polish(problem, basis, f, data, W: np.ndarray, R: float) -> np.ndarray | None:
+    """Riemannian Newton (:func:`theory.li2024.regpath._polish`, the Frobenius path's own polish) on the balanced
+    factors of ``W``, on the sphere ``||A||² + ||B||² = 2R``; None when it fails.  Its answer is judged by the
+    Frank-Wolfe certificate like any other."""
+    from theory.li2024.regpath import _polish
+
+    d = problem.d
+    U, s, Vt = np.linalg.svd(W)
+    if not s[0] > 0:
+        return None
+    F = _FactorObjective(problem, basis, f, data, d, d)
+    x = np.concatenate([(U * np.sqrt(s)).ravel(), (Vt.T * np.sqrt(s)).ravel()])
+    x *= np.sqrt(2 * R) / np.linalg.norm(x)  # ||x||² = 2 ||W||_*: onto the sphere
+
+    def floor(x):
+        A, B = F.split(x)
+        Wx = A @ B.T
+        return rounding_floor(Wx, problem, max(float(np.linalg.norm(Wx)), 1e-300), data) * (
+            np.linalg.norm(A, 2) + np.linalg.norm(B, 2))
+
+    try:
+        with np.errstate(all="ignore"):
+            x, _ = _polish(F, x, float(np.sqrt(2 * R)), floor=floor)
+    except (np.linalg.LinAlgError, ValueError, FloatingPointError):
+        return None
+    A, B = F.split(x)
+    V = A @ B.T
+    return V if np.all(np.isfinite(V)) else None
+
+
 def _merit(W, problem, R, data) -> float:
     """The relative Frank-Wolfe gap at ``W``."""
     _, G = loss_and_grad(W, problem, data)
@@ -291,6 +363,11 @@ def nuclear_path(problem: Problem, radii, name: str = "problem",
             if not moved:
                 stop = "no step lowers the loss or the gap"
                 break
+        if cert is None and basis.dim:
+            # The QP stalled short of the certificate: finish with Newton on the factors (module docstring).
+            Wf = _factor_polish(problem, basis, f, data, W, R)
+            if Wf is not None and _merit(Wf, problem, R, data) < _merit(W, problem, R, data):
+                W, stop = Wf, stop + "; then Newton on the factors"
         if cert is None:
             try:
                 cert = certify(W, problem, R, name, data, interior)  # raises with the failed check
