@@ -20,8 +20,18 @@ __all__ = ["agreeing_problems", "disagreeing_problems", "svm_angle"]
 
 
 def svm_angle(problem: Problem) -> float | None:
-    """The angle (degrees) between the certified nuclear-norm and Frobenius Graph-SVM solutions (None when
-    ``W^svm = 0``)."""
+    """The angle between the certified nuclear-norm and Frobenius Graph-SVM solutions.
+
+    Parameters
+    ----------
+    problem : Problem
+        A problem with independent embeddings.
+
+    Returns
+    -------
+    float or None
+        Degrees (Frobenius inner product); None when ``W^svm = 0``.
+    """
     from theory.li2024.nuclear import angle_degrees, nuclear_svm
     from theory.li2024.svm import graph_svm
 
@@ -68,6 +78,11 @@ def disagreeing_problems(draw, *, min_angle: float = 10.0, K=st.integers(3, 6)) 
         Degrees in [0, 90]; 10 by default (issue 38's calibration threshold).
     K : strategy of int, keyword-only
         Number of tokens (``d`` is ``K`` or ``K + 2``).
+
+    Returns
+    -------
+    Problem
+        Log loss, default head, labels in context, a ⇒ edge.
     """
     _check_angle(min_angle, "min_angle", "disagreeing_problems()")
     _check_K(K, "disagreeing_problems()")
@@ -89,6 +104,11 @@ def agreeing_problems(draw, *, max_angle: float = 1.0, K=st.integers(2, 4)) -> P
     K : strategy of int, keyword-only
         Number of tokens (``d`` is ``K`` or ``K + 2``); 2..4 by default, where agreement is common (a single
         ``⇒`` row is a rank-one matrix, whose two norms' minimizers coincide).
+
+    Returns
+    -------
+    Problem
+        Log loss, default head, labels in context, a ⇒ edge.
     """
     _check_angle(max_angle, "max_angle", "agreeing_problems()")
     _check_K(K, "agreeing_problems()")

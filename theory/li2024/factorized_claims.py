@@ -102,8 +102,26 @@ def _space(an):
 
 
 def path_zone(path, space, target, margins, final: bool) -> tuple[str, str]:
-    """``(zone, why)`` of the path's direction against ``target`` (module docstring); reject only when
-    ``final`` (the escalated margins)."""
+    """The path criterion's zone (module docstring) for the direction of ``path`` against ``target``.
+
+    Parameters
+    ----------
+    path : list
+        Certified path points (``.W``) at ``margins``.
+    space : theory.li2024.subspace.CyclicSubspace or theory.li2024.regpath_verdict.WholeSpace
+        ``S_fin``; the direction is read off it.
+    target : numpy.ndarray
+        The direction claimed (``W^nuc``; a planted one in the calibrations).
+    margins : numpy.ndarray
+        The margins ``t`` of the points.
+    final : bool
+        True at the escalated margins: only then may the zone be ``reject``.
+
+    Returns
+    -------
+    tuple
+        The zone (``accept``, ``between`` or ``reject``) and the measured errors and rates in words.
+    """
     from theory.li2024.regpath_verdict import DIR_MAX, EXACT, direction_errors, on_track_limit, perp_norms, track_growth
 
     e = direction_errors(path, space, target)
@@ -139,8 +157,23 @@ def _certified_prefix(problem, radii, resume=None):
 
 
 def judge_kq_path(problem, budget_scale: float = 1.0, target=None) -> Verdict:
-    """The path criterion of the module docstring.  ``budget_scale < 1`` judges at ``t <= offset + 16`` only
-    (no escalation, so never 'fails').  ``target`` replaces ``W^nuc`` (the calibration's planted target)."""
+    """The claim ``li2024.kq_path`` on ``problem``: the path criterion of the module docstring.
+
+    Parameters
+    ----------
+    problem : Problem
+        Log loss under Assumptions 1-2.
+    budget_scale : float
+        Below 1 the path is judged at ``t <= offset + 16`` only (no escalation, so never 'fails').
+    target : numpy.ndarray, optional
+        Replaces ``W^nuc`` (the calibration's planted target).
+
+    Returns
+    -------
+    Verdict
+        Holds, fails (only at the escalated margins), undecided (between, or radii not certified: counted
+        in ``measures["certified"]``), not applicable when ``W^nuc = 0``.
+    """
     from theory.li2024.analysis import analyze
     from theory.li2024.nuclear import nuclear_norm, nuclear_svm
     from theory.li2024.regpath_verdict import margin_offset
@@ -181,8 +214,23 @@ def judge_kq_path(problem, budget_scale: float = 1.0, target=None) -> Verdict:
 # ------------------------------------------------------------------------------------------------
 def stationarity_residual(V: np.ndarray, problem, graphs=None) -> float:
     """Relative residual of the factorized max-margin KKT conditions at the direction ``V`` (module
-    docstring), after scaling ``V`` to least ``⇒`` margin 1; ``inf`` when ``V`` does not separate (some
-    ``⇒`` margin <= 0)."""
+    docstring), after scaling ``V`` to least ``⇒`` margin 1.
+
+    Parameters
+    ----------
+    V : numpy.ndarray
+        A direction (d x d).
+    problem : Problem
+        Its problem (the Graph-SVM rows).
+    graphs : dict, optional
+        The problem's TPGs (computed when omitted).
+
+    Returns
+    -------
+    float
+        ``||A(λ, μ) - rhs|| / ||rhs||`` at the least-squares multipliers (``λ >= 0`` on the ``⇒`` rows within
+        10% of the least margin, ``μ`` free); ``inf`` when ``V`` does not separate (a ``⇒`` margin <= 0).
+    """
     from scipy.optimize import lsq_linear
 
     from theory.li2024.svm import constraints
@@ -207,7 +255,23 @@ def stationarity_residual(V: np.ndarray, problem, graphs=None) -> float:
 
 
 def gd_errors(checkpoints, space, target):
-    """``(steps, e, c, increments)``: decade increments' direction errors to ``target`` and their changes."""
+    """The decade increments of a run and their direction errors.
+
+    Parameters
+    ----------
+    checkpoints : list
+        Checkpoints (``.step``, ``.W``) including the decades 10^2, 10^3, ...
+    space : theory.li2024.subspace.CyclicSubspace or theory.li2024.regpath_verdict.WholeSpace
+        ``S_fin``; increments are read off it.
+    target : numpy.ndarray
+        The direction compared with.
+
+    Returns
+    -------
+    tuple
+        The end step of each increment, the errors ``e_k = ||Δ̂_k - target/||target|| ||``, the changes
+        ``c_k = ||Δ̂_k - Δ̂_{k-1}||`` (NaN first) and the unit increments.
+    """
     steps = [c.step for c in checkpoints]
     Ws = {c.step: c.W for c in checkpoints}
     decades = [s for s in steps if s > 0 and np.isclose(np.log10(s), round(np.log10(s)))]
@@ -222,7 +286,26 @@ def gd_errors(checkpoints, space, target):
 
 
 def gd_decide(checkpoints, problem, an, target) -> Verdict:
-    """The GD criterion of the module docstring on a trajectory's checkpoints (decades 10^2, 10^3, ...)."""
+    """The GD criterion of the module docstring on a trajectory's checkpoints.
+
+    Parameters
+    ----------
+    checkpoints : list
+        Checkpoints (``.step``, ``.W``) at the decades 10^2, 10^3, ... (any trajectory: the calibration
+        passes plain-W GD's).
+    problem : Problem
+        The problem.
+    an : Analysis
+        :func:`theory.li2024.analysis.analyze` of ``problem``.
+    target : numpy.ndarray
+        ``W^nuc``, or a planted direction.
+
+    Returns
+    -------
+    Verdict
+        Holds, fails, or undecided (fewer than 3 increments, still moving, or settled on a stationary
+        direction other than ``target``), with ``e_last``, ``c_last``, ``steps`` (and ``kkt_residual``).
+    """
     space = _space(an)
     steps, e, c, incs = gd_errors(checkpoints, space, target)
     if len(e) < 3:
@@ -247,9 +330,26 @@ def gd_decide(checkpoints, problem, an, target) -> Verdict:
 
 
 def judge_kq_gd(problem, budget_scale: float = 1.0, m: int | None = None, seed: int = 0) -> Verdict:
-    """GD on ``(W_K, W_Q)`` (width ``m``, default ``d``; factor entries ``N(0, 1e-4)``, seed 0; the local safe
-    step of :mod:`theory.li2024.factorized`) for ``GD_MAX_STEPS x budget_scale`` steps, decided by
-    :func:`gd_decide`; undecided without running when that budget is under ``GD_MIN_STEPS``."""
+    """The claim ``li2024.kq_gd`` on ``problem``: GD on ``(W_K, W_Q)`` decided by :func:`gd_decide`.
+
+    Parameters
+    ----------
+    problem : Problem
+        Log loss under Assumptions 1-2.
+    budget_scale : float
+        ``GD_MAX_STEPS x budget_scale`` steps (the largest power of 10 below); undecided without running
+        when that is under ``GD_MIN_STEPS``.
+    m : int, optional
+        Factor width (default ``d``).
+    seed : int
+        Seed of the factor start, entries ``N(0, 1e-4)``; the local safe step of
+        :mod:`theory.li2024.factorized`.
+
+    Returns
+    -------
+    Verdict
+        As :func:`gd_decide`; not applicable when ``W^nuc = 0``.
+    """
     from theory.li2024.analysis import analyze
     from theory.li2024.factorized import train_factorized
     from theory.li2024.nuclear import nuclear_svm
@@ -286,7 +386,7 @@ def destination(checkpoints, problem, an, nuclear, frobenius) -> tuple[str, dict
 
     Returns
     -------
-    (str, dict)
+    tuple
         The heading and ``{"e_nuc", "e_fro", "e_nuc_prev", "e_fro_prev", "verdict_nuc"}``.
     """
     space = _space(an)
@@ -303,9 +403,21 @@ def destination(checkpoints, problem, an, nuclear, frobenius) -> tuple[str, dict
 
 
 def gaussian_problem(rng, K: int, d: int):
-    """A random problem as :mod:`strategies.kq` and ``benchmarks/nuclear_angles.py`` draw them: Gaussian unit
-    embeddings (K x d), 4..10 sequences of 2..6 uniform tokens, each label a token of its sequence, log loss,
-    default head."""
+    """A random problem as :mod:`strategies.kq` and ``benchmarks/nuclear_angles.py`` draw them.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The source of every draw.
+    K, d : int
+        Tokens and dimension (``d >= K``).
+
+    Returns
+    -------
+    Problem
+        Gaussian unit embeddings (K x d), 4..10 sequences of 2..6 uniform tokens, each label a token of its
+        sequence, log loss, default head.
+    """
     from theory.core.problem import Problem
 
     E = rng.standard_normal((K, d))

@@ -29,7 +29,7 @@ subproblem is not optimal ends the loop, and the certificate decides.
 
 Finishing on the factors.  Where the QP stalls short of the certificate, the answer is finished by
 Riemannian Newton on balanced factors ``W = A B^T`` on the sphere ``||A||² + ||B||² = 2R``
-(:class:`_FactorObjective` with its exact Hessian, and :func:`theory.li2024.regpath._polish`, the
+(``_FactorObjective`` with its exact Hessian, and :func:`theory.li2024.regpath._polish`, the
 Frobenius path's own polish, with its stiff-direction retraction): dense linear algebra resolves the cyclic
 directions to float64, which the interior-point QP does not.  Why it was needed: on a rank-k face the gap
 vanishes only when the top k singular values of ``-G`` are equal, and they hang on the ``S_fin`` position
@@ -104,15 +104,55 @@ class NuclearPathPoint:
 
 def fw_gap(W: np.ndarray, G: np.ndarray, R: float) -> float:
     """The Frank-Wolfe gap ``<G, W> + R ||G||_2`` of ``W`` in the ball ``||W||_* <= R`` (an upper bound on
-    ``L(W) - min L`` for convex ``L``)."""
+    ``L(W) - min L`` for convex ``L``: the Frank-Wolfe duality gap, ``-R u_1 v_1^T`` being the ball's point
+    most aligned with ``-G``).
+
+    Parameters
+    ----------
+    W, G : numpy.ndarray
+        The point (``||W||_* <= R``) and the loss gradient there.
+    R : float
+        The radius.
+
+    Returns
+    -------
+    float
+        The gap (``>= 0`` for a feasible ``W``).
+    """
     return float(np.sum(G * W) + R * np.linalg.norm(G, 2))
 
 
 def certify(W: np.ndarray, problem: Problem, R: float, name: str = "problem", data: TokenData | None = None,
             interior_possible: bool | None = None) -> dict:
-    """The certificate of the module docstring for ``W`` in ``min L s.t. ||W||_* <= R``; raises
-    :class:`theory.li2024.svm.SolverError` (or :class:`~theory.li2024.regpath.RoundingLevel` when float64 does
-    not resolve the gradient) naming the failed check."""
+    """The certificate of the module docstring for ``W`` in ``min L s.t. ||W||_* <= R``.
+
+    Parameters
+    ----------
+    W : numpy.ndarray
+        The candidate (d x d).
+    problem : Problem
+        The problem.
+    R : float
+        The radius.
+    name : str
+        Named in the error message.
+    data : theory.li2024.losses.TokenData, optional
+        The problem's token data (computed when omitted).
+    interior_possible : bool, optional
+        Whether an interior minimizer can exist (default: no outward direction exists).
+
+    Returns
+    -------
+    dict
+        ``R``, ``norm``, ``loss``, ``grad_spectral``, ``gap``, ``relative_gap``, ``floor``, ``tol``,
+        ``branch`` (``boundary`` or ``interior``).
+
+    Raises
+    ------
+    theory.li2024.svm.SolverError
+        Naming the failed check (:class:`~theory.li2024.regpath.RoundingLevel` when float64 does not resolve
+        the gradient).
+    """
     data = data or TokenData.from_problem(problem)
     if interior_possible is None:
         interior_possible = outward_direction(problem) is None
@@ -296,9 +336,29 @@ def nuclear_path(problem: Problem, radii, name: str = "problem",
                  resume: NuclearPathPoint | None = None) -> list[NuclearPathPoint]:
     """Certified ``W̃_R = argmin_{||W||_* <= R} L(W)`` for each ``R`` in ``radii`` (sorted; warm-started).
 
-    Raises ``ValueError`` outside the convex case (log loss, Assumptions 1-2), :class:`~theory.li2024.svm.SolverError` when a
-    radius does not certify, :class:`~theory.li2024.regpath.RoundingLevel` when float64 cannot resolve its
-    gradient.  ``resume``: the last point of an earlier path of the same problem, below every new radius.
+    Parameters
+    ----------
+    problem : Problem
+        Log loss under Assumptions 1-2 (the convex case).
+    radii : sequence of float
+        Positive radii.
+    name : str
+        Named in error messages.
+    resume : theory.li2024.kq_path.NuclearPathPoint, optional
+        The last point of an earlier path of the same problem, below every new radius.
+
+    Returns
+    -------
+    list of theory.li2024.kq_path.NuclearPathPoint
+        One per radius, in increasing order, each with its certificate (plus ``newton_steps``).
+
+    Raises
+    ------
+    ValueError
+        Outside the convex case, or a radius <= 0.
+    theory.li2024.svm.SolverError
+        A radius that does not certify (:class:`~theory.li2024.regpath.RoundingLevel` when float64 cannot
+        resolve its gradient).
 
     Examples
     --------
