@@ -147,3 +147,50 @@ def test_continuation_refuses_what_it_does_not_integrate():
     tied = Problem.create(p.E, p.sequences, p.labels, "ce")
     with pytest.raises(NotImplementedError):
         continue_flow(tied, train(tied, 10, eta), 100)
+
+
+DEGENERATE = "examples/theorem1_degenerate_correlation_dip.json"
+
+
+def _degenerate_start():
+    """The degenerate case from the start its Theorem 1 regression test uses (0.1 N(0, 1), seed 0), GD to its budget."""
+    p = Problem.load(DEGENERATE)
+    an = analyze(p)
+    eta = safe_step(p)
+    W0 = 0.1 * np.random.default_rng(0).normal(size=(p.d, p.d))
+    return p, an, train(p, criteria.run_budget(an, eta, W0)[0], eta, W0=W0, analysis=an)
+
+
+@pytest.mark.theorem("Theorem 1")
+def test_a_decade_that_stalls_lsoda_is_solved_by_bdf():
+    """Measured once: from GD's state at 1.6e5 steps LSODA took 50000 evaluations without leaving 1.61e6
+    (continuation.SEGMENT_EVALS).  The decade is solved again by BDF, and the result still agrees with
+    discrete GD at 1.6e6 within the derived tolerance, on W and every statistic."""
+    p, an, start = _degenerate_start()
+    tau1 = start.final.step
+    gd = resume(p, start, 10 * tau1, analysis=an)
+    steps = [c.step for c in gd.checkpoints if c.step > tau1] + [100 * tau1]
+    cont = continue_flow(p, start, 100 * tau1, an, estimate_error=True, checkpoints=steps)
+    assert "BDF" in cont.method and cont.final.step == 100 * tau1, (cont.method, cont.final.step)
+    got = compare(gd, cont, an, 10 * tau1)
+    assert all(a.agrees for a in got), report(got)
+
+
+@pytest.mark.theorem("Theorem 1")
+def test_a_continuation_that_fails_ends_the_decision_at_the_budget_before(monkeypatch):
+    """A continuation that fails past GD's budget (its integrator stalls: caps shrunk here so that it does)
+    does not crash the decision: the ladder ends at the budget before, undecided there, and says why."""
+    from theory.li2024 import continuation
+    from theory.li2024.continuation import Escalation
+
+    p = Problem.load("examples/theorem1_direction_transient_peak.json")
+    an = analyze(p)
+    eta = safe_step(p)
+    traj = train(p, criteria.budget(an.svm.norm, eta), eta, analysis=an)
+    esc = Escalation(p, an)
+    assert esc.check(traj)[0]  # the validity check passes with the real caps
+    monkeypatch.setattr(continuation, "SEGMENT_EVALS", 5)
+    monkeypatch.setattr(continuation, "FALLBACK_EVALS", 5)
+    v, run = criteria.theorem1_decide(traj, an, esc)
+    assert v.outcome is criteria.Outcome.UNDECIDED and v.budget == traj.final.step, v
+    assert "failed" in v.measures["continuation_failed"] and run.final.step == traj.final.step, v.measures
