@@ -2,6 +2,7 @@
 random problems, and where GD on the factors (W_K, W_Q) goes on problems where the two differ by >= 10°.
 
     .venv/bin/python benchmarks/nuclear_angles.py [--problems 30] [--steps 100000] [--gd-problems 4]
+    .venv/bin/python benchmarks/nuclear_angles.py --claims [--problems 30]   # the factorized path's numbers
 
 Problems: Hypothesis draws of ``strategies.problems.drawn_problems`` (shapes acyclic/cyclic/mixed, K <= 6,
 every embedding kind) under a fixed ``hypothesis.seed``, duplicates removed (Hypothesis mutates its
@@ -66,13 +67,69 @@ def gaussian_problems(n: int, seed: int = 38):
     return out
 
 
+def claims(n: int) -> None:
+    """The numbers of docs/theory.md's section on the factorized layer, on the first ``n`` Gaussian problems."""
+    from collections import Counter
+
+    from theory.li2024 import factorized_claims as fc
+    from theory.li2024.analysis import analyze
+    from theory.li2024.kq_path import nuclear_path
+    from theory.li2024.regpath import RoundingLevel
+    from theory.li2024.regpath_verdict import finite_errors, margin_offset
+
+    reach, valid, planted, finite = Counter(), Counter(), Counter(), []
+    t0 = time.time()
+    for i, p in enumerate(gaussian_problems(n)):
+        fro = graph_svm(p, exact=False)
+        nuc = nuclear_svm(p)
+        a = angle_degrees(nuc.W, fro.W)
+        if a is None:
+            continue
+        ts = [1, 2, 4, 8, 16, 32, 64]
+        pts = []
+        for t in ts:
+            try:
+                pts += nuclear_path(p, [nuc.norm * t], resume=pts[-1] if pts else None)
+            except RoundingLevel:
+                reach[f"stops at t = {t} (float64 rounding level)"] += 1
+                break
+            except SolverError:
+                reach[f"stops at t = {t} (not certified)"] += 1
+                break
+        else:
+            reach["certified through t = 64"] += 1
+        v = fc.judge_kq_path(p)
+        valid[(">= 10°" if a >= 10 else "< 10°", v.outcome.value)] += 1
+        w = fc.judge_kq_path(p, target=fro.W) if a >= 10 else None
+        if w is not None:
+            planted[w.outcome.value] += 1
+        an = analyze(p)
+        if an.finite is not None and an.space.dim:
+            ms = margin_offset(p, an) + fc.PATH_MARGINS
+            fp, _ = fc._certified_prefix(p, [nuclear_norm(an.finite.W + t * nuc.W) for t in ms])
+            f = finite_errors(fp, an.space, an.finite.W)
+            finite.append((i, len(fp), float(f[-1])))
+        print(f"#{i} angle {a:.1f}: kq_path {v.outcome.value}"
+              + (f", against W^svm {w.outcome.value}" if w is not None else ""), flush=True)
+    print("path reach:", dict(reach))
+    print("kq_path against W^nuc:", dict(valid))
+    print("kq_path against the planted W^svm (>= 10° apart):", dict(planted))
+    print("S_fin part's distance to W^fin at the last certified base margin (problem, radii, distance):", finite)
+    print(f"{time.time() - t0:.0f}s")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--problems", type=int, default=30)
     ap.add_argument("--steps", type=int, default=100_000)
     ap.add_argument("--gd-problems", type=int, default=4)
     ap.add_argument("--source", choices=["gaussian", "hypothesis"], default="gaussian")
+    ap.add_argument("--claims", action="store_true",
+                    help="instead: the factorized path's reach (radii t ||W^nuc||_*, t = 1..64), the claim "
+                         "li2024.kq_path against W^nuc and against the planted W^svm, and the path's S_fin part")
     args = ap.parse_args()
+    if args.claims:
+        return claims(args.problems)
     rows, failures = [], []
     t0 = time.time()
     class _Drawn:  # a Gaussian problem in DrawnProblem's shape

@@ -36,13 +36,13 @@ vanishes only when the top k singular values of ``-G`` are equal, and they hang 
 (curvature 0.09 against ||G|| = 5e-8, Gaussian problem #7 of ``benchmarks/nuclear_angles.py`` at margin
 16) to ~1e-12 absolute: the QP alone stalled at a relative gap of 3.4e-6 there.
 
-Reach, measured (the 25 Gaussian problems of ``benchmarks/nuclear_angles.py``, all with a ⇒ edge, radii
-``t ||W^nuc||_*`` for t = 1, 2, ..., 64): every radius up to t = 8 certifies on all 25, and up to t = 16 on
-23; 8 certify through t = 64; on 15 the radius at t = 32 is at float64's rounding level (the gradient's
-floor above 1e-3 of its size: a cyclic part keeps the loss O(1) while its saturated part is ~e^{-t}), which
-raises :class:`~theory.li2024.regpath.RoundingLevel`; 2 stop at t = 16 (the QP and the factor polish both
-short of the gap).  QP alone (before the factor polish): 13 stopped at t = 16.  A radius that does not
-certify raises; callers count it as not certifiable, never as an answer.
+Reach, measured (``benchmarks/nuclear_angles.py --claims``: the 29 of its first 30 Gaussian problems with a
+⇒ edge, radii ``t ||W^nuc||_*`` for t = 1, 2, ..., 64, each warm-started from the previous): 10 certify
+through t = 64; on 17 the radius at t = 32 is at float64's rounding level (the gradient's floor above 1e-3
+of its size: a cyclic part keeps the loss O(1) while its saturated part is ~e^{-t}), which raises
+:class:`~theory.li2024.regpath.RoundingLevel`; 2 stop at t = 16, the QP and the factor polish both short of
+the gap.  With the QP alone (before the factor polish), 13 of the first 25 stopped at t = 16.  A radius
+that does not certify raises; callers count it as not certifiable, never as an answer.
 
 Certificate (:func:`certify`, from ``W`` and the gradient alone, every quantity relative):
 
