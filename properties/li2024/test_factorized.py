@@ -141,7 +141,7 @@ def test_kq_gd_claim_on_a_drawn_problem(p):
 
 def test_claims_on_an_example_file():
     """examples/scc_above_token.json (W^nuc = W^svm there): the path claim holds; the GD claim at a
-    budget under 10^4 steps is undecided without running."""
+    budget under 10^5 steps is undecided without running."""
     from theory.core.problem import Problem
 
     p = Problem.load("examples/scc_above_token.json")
