@@ -386,19 +386,20 @@ def nuclear_path(problem: Problem, radii, name: str = "problem",
         if prev is not None and W.any():
             W = W * (R / prev)
         used = 0
-        cert = None
-        last_error = None
+        cert = best = None
         stop = "iterations"
 
         for used in range(NEWTON_STEPS + 1):
             try:
                 cert = certify(W, problem, R, name, data, interior)
+                if best is None or cert["relative_gap"] < best[1]["relative_gap"]:
+                    best = (W, cert)
                 if cert["relative_gap"] <= 1e-2 * KKT_TOL or cert["branch"] == "interior":
                     break  # well inside the tolerance: stop before Newton runs into rounding
             except RoundingLevel:
                 raise
-            except SolverError as exc:
-                cert, last_error = None, exc
+            except SolverError:
+                cert = None
             if used == NEWTON_STEPS or qp is None:
                 break
             th = basis.coordinates(W)
@@ -423,6 +424,8 @@ def nuclear_path(problem: Problem, radii, name: str = "problem",
             if not moved:
                 stop = "no step lowers the loss or the gap"
                 break
+        if cert is None and best is not None:  # a later step lost the certificate an earlier iterate had
+            W, cert = best
         if cert is None and basis.dim:
             # The QP stalled short of the certificate: finish with Newton on the factors (module docstring).
             Wf = _factor_polish(problem, basis, f, data, W, R)
