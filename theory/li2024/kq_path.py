@@ -38,10 +38,10 @@ vanishes only when the top k singular values of ``-G`` are equal, and they hang 
 
 Reach, measured (``benchmarks/nuclear_angles.py --claims``: the 29 of its first 30 Gaussian problems with a
 ⇒ edge, radii ``t ||W^nuc||_*`` for t = 1, 2, ..., 64, each warm-started from the previous): 10 certify
-through t = 64; on 17 the radius at t = 32 is at float64's rounding level (the gradient's floor above 1e-3
+through t = 64; on 18 the radius at t = 32 is at float64's rounding level (the gradient's floor above 1e-3
 of its size: a cyclic part keeps the loss O(1) while its saturated part is ~e^{-t}), which raises
-:class:`~theory.li2024.regpath.RoundingLevel`; 2 stop at t = 16, the QP and the factor polish both short of
-the gap.  With the QP alone (before the factor polish), 13 of the first 25 stopped at t = 16.  A radius
+:class:`~theory.li2024.regpath.RoundingLevel`; 1 stops at t = 16 (its iterates stay 2e-5 inside the sphere,
+which the certificate refuses: no interior minimizer exists).  With the QP alone (before the factor polish), 13 of the first 25 stopped at t = 16.  A radius
 that does not certify raises; callers count it as not certifiable, never as an answer.
 
 Certificate (:func:`certify`, from ``W`` and the gradient alone, every quantity relative):
