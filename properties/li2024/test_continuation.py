@@ -71,7 +71,7 @@ def test_continuation_agrees_with_gd_and_catches_planted_defects(dp):
     bad = [a for a in got if not a.agrees]
     assert not bad, f"continuation and GD disagree beyond the derived tolerance:\n{report(got)}\nproblem file: {describe(p)}"
     worst = max(a.excess for a in got)
-    margin("continuation distance/tolerance", "valid", worst)
+    margin("continuation distance over tolerance", "valid", worst)
     event(f"valid: worst distance/tolerance {bucket(worst)}")
     honest = bounds_of(cont)
     for name, plant in PLANTS.items():
@@ -83,7 +83,7 @@ def test_continuation_agrees_with_gd_and_catches_planted_defects(dp):
         caught = [a for a in compare(gd, wrong, an, BUDGET, bounds=honest) if not a.agrees]
         assert caught, f"planted '{name}' agrees with GD within the tolerance:\n" \
                        f"{report(compare(gd, wrong, an, BUDGET, bounds=honest))}\nproblem file: {describe(p)}"
-        margin("continuation distance/tolerance", "planted", max(a.excess for a in caught))
+        margin("continuation distance over tolerance", "planted", max(a.excess for a in caught))
         event(f"'{name}': largest distance/tolerance {bucket(max(a.excess for a in caught))}")
         event(f"'{name}' caught by: {', '.join(sorted(a.name.split(' at step')[0] for a in caught))}")
 
