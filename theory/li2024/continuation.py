@@ -81,6 +81,7 @@ from scipy.integrate import solve_ivp
 from theory.core.problem import Problem
 from theory.li2024.analysis import Analysis
 from theory.li2024.losses import EPS, TokenData, attention, loss_and_grad_scores
+from theory.li2024.provenance import ContinuationFailed, deviation, engine_label, engine_measures, engine_of
 from theory.li2024.training import (Checkpoint, Trajectory, _scc_membership, checkpoint_measures, grad_norm_scores,
                                     log_checkpoints)
 
@@ -131,19 +132,6 @@ class ContinuedTrajectory(Trajectory):
     njev: int = 0
     continuation_seconds: float = 0.0
     notes: list = field(default_factory=list)
-
-
-def engine_of(c) -> str:
-    """``"gd"`` or ``"continuation"``: which engine produced checkpoint ``c``."""
-    return getattr(c, "engine", "gd")
-
-
-def deviation(c) -> float:
-    """The bound on ``||W_GD - W||_F`` at a checkpoint: 0 for a GD checkpoint; for a continuation checkpoint
-    ``D(τ)`` + its measured integration error + GD's rounding (module docstring)."""
-    if engine_of(c) == "gd":
-        return 0.0
-    return c.gd_deviation_bound + (c.integration_error or 0.0) + c.gd_rounding
 
 
 class _Flow:
@@ -528,35 +516,6 @@ def compare(gd: Trajectory, cont: Trajectory, analysis: Analysis, budget: int,
 # ------------------------------------------------------------------------------------------------
 # The decisions' escalation through the continuation
 # ------------------------------------------------------------------------------------------------
-def engine_label(run) -> str:
-    """Which engine produced ``run``'s last budget: ``"gd"``, ``"continuation"``, or GD's fallback with the
-    reason the continuation was not trusted (``"gd (continuation disagreed: ...)"``)."""
-    if engine_of(run.final) != "gd":
-        return "continuation"
-    notes = getattr(run, "notes", None)
-    return notes[-1] if notes else "gd"
-
-
-def engine_measures(run) -> dict:
-    """The measures a verdict records about the engine of its budget (:func:`engine_label`); for a
-    continued budget also ``continued_from`` (GD's last step) and ``gd_deviation_bound`` (:func:`deviation`
-    at the budget: how far discrete GD can be from the state judged, in Frobenius units of ``W``)."""
-    m = {"engine": engine_label(run)}
-    if m["engine"] == "continuation":
-        m["continued_from"] = int(run.continued_from)
-        m["gd_deviation_bound"] = deviation(run.final)
-    return m
-
-
-class ContinuationFailed(FloatingPointError):
-    """The continuation failed past GD's budget (its integrator stalled) at ``steps``: the decision stops at
-    the budget before (:func:`theory.li2024.criteria.escalate`)."""
-
-    def __init__(self, steps: int, why: str):
-        super().__init__(f"the continuation to {steps} steps failed: {why}")
-        self.steps = steps
-
-
 def _gd_part(run) -> Trajectory:
     """``run`` up to its last GD checkpoint (the GD checkpoints come first)."""
     last = max(c.step for c in run.checkpoints if engine_of(c) == "gd")

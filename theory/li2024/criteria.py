@@ -363,7 +363,7 @@ def escalate(judge, traj, extend, max_steps: int = ESCALATE_MAX_STEPS) -> tuple[
     that fails past GD's budget (:class:`theory.li2024.continuation.ContinuationFailed`) ends the ladder at the
     budget before it, undecided there unless decided, with ``continuation_failed`` in the measures.
     """
-    from theory.li2024.continuation import ContinuationFailed, engine_measures
+    from theory.li2024.provenance import ContinuationFailed, engine_measures
 
     def judged(run, earlier):
         stats, m = judge(run, earlier)
