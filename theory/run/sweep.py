@@ -16,7 +16,9 @@ Sweeps:
 
 * ``theorem1-phase`` -- share of random valid problems (log loss, default head, labels in the samples,
   independent embeddings) whose Theorem 1 decision (:func:`theory.li2024.criteria.theorem1_decide`, the
-  property's own, escalated x10 while undecided) holds, over step size
+  property's own, escalated x10 while undecided, through the log-time continuation where it agrees with GD:
+  :class:`theory.li2024.continuation.Escalation`; each run's ``engines`` name the engine of every budget) holds,
+  over step size
   (a multiple of the safe bound ``1/β``) x condition number of ``E`` (exact: ``E = U diag(s) V^T``) x ``K``.
   A problem depends on (seed, condition, K) only, so every step multiple sees the same problems.  Verdicts:
   ``pass`` (holds), ``fail`` (rejected at two budgets, or GD overflowed), ``undecided`` (between the zones at
@@ -94,8 +96,9 @@ def _cell_seed(seed: int, *parts) -> np.random.Generator:
 def theorem1_run(params: dict, seed: int) -> tuple[str, dict]:
     from theory.li2024 import criteria
     from theory.li2024.analysis import analyze
+    from theory.li2024.continuation import Escalation
     from theory.li2024.losses import safe_step
-    from theory.li2024.training import resume, train
+    from theory.li2024.training import train
 
     K, cond, mult = int(params["K"]), float(params["condition"]), float(params["step"])
     p = valid_problem(_cell_seed(seed, K, cond), K, cond)
@@ -110,12 +113,13 @@ def theorem1_run(params: dict, seed: int) -> tuple[str, dict]:
     try:
         with np.errstate(over="raise", invalid="raise"):
             traj = train(p, steps, eta, analysis=an)
-            v, _ = criteria.theorem1_decide(traj, an, lambda run, n: resume(p, run, n, analysis=an))
+            v, _ = criteria.theorem1_decide(traj, an, Escalation(p, an))
     except (FloatingPointError, OverflowError) as exc:
         m["reason"] = f"GD overflowed: {exc}"
         return "fail", m
     m.update(v.measures)
     m["budgets"] = [b for b, _ in v.history]
+    m["engines"] = [t.get("engine", "gd") for t in v.trail]
     if v.failures:
         m["failures"] = v.failures
     return {"holds": "pass", "fails": "fail", "undecided": "undecided"}[v.outcome.value], m
