@@ -11,7 +11,7 @@ The engine.
   ``A₁ = E W₁ E^T``), ``W = W₁ - E^T B E`` and ``A = A₁ - M B M`` with ``M = E E^T``, ``dB/dt = G(A)``
   (``G = dL/dA``, :func:`theory.li2024.losses.loss_and_grad_scores`, the saturated form without
   cancellation: the right-hand side is exponentially small late, and that form keeps it exact to a few
-  ulps of itself).  ``G`` is zero outside the query columns ``Q``, so the state is ``B[:, Q]`` (K |Q|
+  ulps of itself).  ``G`` is zero outside the query columns ``Q``, so the state is ``B[:, Q]`` (``K |Q|``
   numbers), and only ``A[:, Q]`` enters a softmax.
   *Time.*  ``s = ln t``, ``t = η τ``: ``dB_Q/ds = e^s G_Q(A)``.  Late, ``G ~ 1/t`` and the right-hand side
   is O(1)/decade (the W^svm coefficient gains ``||W^svm|| ln 10`` per decade).
@@ -49,7 +49,7 @@ is non-expansive, so ``||e_{k+1}|| <= ||e_k|| + ||ℓ_k||``.  Since ``dg/du = -H
 GD step at ``τ₁``.  ``H g`` is computed exactly in token space (``dA = M G M``, ``dG[:, k] = P_k dA[:, k]``,
 ``H g = E^T dG E``) and ``D`` is integrated as one more component of the ODE (``dD/ds = η e^s ||H g||``).  The
 continuation's own distance to ``φ`` is ``integration_error``; GD's rounding adds at most
-``eps ||W||`` per step (``gd_rounding``).  :func:`deviation` is the sum of the three; :func:`compare`
+``eps ||W||`` per step (``gd_rounding``).  :func:`~theory.li2024.provenance.deviation` is the sum of the three; :func:`compare`
 propagates it to the statistics Theorem 1's verdict uses (``properties/li2024/test_continuation.py``).
 
 Scope: plain GD, the log loss under Assumption 1 (Theorem 1's setting; the convexity above is what makes
@@ -62,7 +62,7 @@ continuation, the continuation is run over the last decade GD itself ran (from G
 does, every later budget, up to ``CONTINUE_MAX_STEPS``, is the continuation's from GD's state at ``τ₁``;
 where it does not (or the continuation does not apply), the decision escalates on GD as before, up to GD's
 own cap, and each budget's measures say so (``engine``: ``"gd"``, ``"continuation"`` or ``"gd (continuation
-disagreed: ...)"``; :func:`engine_measures`).
+disagreed: ...)"``; :func:`~theory.li2024.provenance.engine_measures`).
 
 Section 5 stays on GD.  Its losses are not the log loss or its head breaks Assumption 1: the loss is not
 convex in ``W`` there (or not a function of ``u`` at all), so the gradient step is not non-expansive and
@@ -295,7 +295,7 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
     analysis : Analysis, optional
         As for :func:`theory.li2024.training.train` (the checkpoints' metrics).
     method, rtol, atol : optional
-        :func:`scipy.integrate.solve_ivp`'s (module docstring for the defaults).
+        ``scipy.integrate.solve_ivp``'s (module docstring for the defaults).
     estimate_error : bool
         Solve again at ``rtol/100, atol/100`` and record the difference in ``W`` per checkpoint.
     checkpoints : array_like of int, optional
@@ -404,14 +404,14 @@ def _score_sensitivity(problem: Problem) -> float:
 
 
 def bounds_of(cont: Trajectory) -> dict[int, float]:
-    """``{step: δ}``: the deviation bound (:func:`deviation`) of every checkpoint of ``cont``."""
+    """``{step: δ}``: the deviation bound (:func:`~theory.li2024.provenance.deviation`) of every checkpoint of ``cont``."""
     return {x.step: deviation(x) for x in cont.checkpoints}
 
 
 def compare(gd: Trajectory, cont: Trajectory, analysis: Analysis, budget: int,
             bounds: dict[int, float] | None = None) -> list[Agreement]:
     """The statistics of :func:`theory.li2024.criteria.theorem1_statistics` on ``gd`` and ``cont`` (both cut at
-    ``budget``, with checkpoints at the same steps) and the tolerance each inherits from :func:`deviation`.
+    ``budget``, with checkpoints at the same steps) and the tolerance each inherits from :func:`~theory.li2024.provenance.deviation`.
 
     With ``δ(τ)`` the bound on ``||W_GD(τ) - W(τ)||_F`` (0 at GD checkpoints) at the budget's ``τ, τ/10, τ/100``:
 
@@ -424,7 +424,7 @@ def compare(gd: Trajectory, cont: Trajectory, analysis: Analysis, budget: int,
     * finite error ``||Π_S W - W^fin||``: by ``δ(τ)`` (a projection does not expand); its largest value over
       ``[τ/100, τ/10]`` by the largest ``δ`` there.
     * leak ``1 - top-SCC mass`` at ``τ`` and ``τ/10``: every score moves by ``σ = s_E δ``
-      (:func:`_score_sensitivity`), each attention ratio by ``e^{±2σ}``, so the leak by a factor
+      (``_score_sensitivity``), each attention ratio by ``e^{±2σ}``, so the leak by a factor
       ``e^{±2σ}``; plus the rounding of ``1 - mass`` (``4 K eps``).
 
     ``bounds`` (``{step: δ}``, :func:`bounds_of`) gives ``δ``; default ``cont``'s own.  ``D`` is a property of
@@ -540,7 +540,7 @@ class Escalation:
     recorded : Trajectory, optional
         The same run already extended (e.g. by an earlier decision): its budgets are reused where it reaches.
     horizon : int
-        The continuation's maximum budget (:data:`CONTINUE_MAX_STEPS`).
+        The continuation's maximum budget (``CONTINUE_MAX_STEPS``).
     plant : dict, optional
         A planted defect of the continuation (``continue_flow``'s ``sign`` or ``time_scale``), for the property
         that the validity check refuses it; leave it None.
@@ -601,7 +601,7 @@ class Escalation:
         return self.checks[tau1]
 
     def reach(self, run) -> int:
-        """The largest budget this escalation can produce from ``run``: :attr:`horizon` when the continuation
+        """The largest budget this escalation can produce from ``run``: ``horizon`` when the continuation
         passed its check, else 0 (the caller keeps GD's own cap)."""
         return self.horizon if self.refused is None and self.check(run)[0] else 0
 
