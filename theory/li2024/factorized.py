@@ -23,6 +23,11 @@ spectral norms are replaced by the (larger, cheaper) Frobenius norms.  The produ
 log-spaced checkpoints (:func:`theory.li2024.training.log_checkpoints`): the step, ``W``, the loss,
 ``||W||_F`` and the correlation ``<W, D>/(||W|| ||D||)`` with the Frobenius ``W^svm`` and with the
 nuclear-norm one (:mod:`theory.li2024.nuclear`), when given.
+
+Two engines run the same iteration: ``numpy`` (:func:`numpy_iterates`, the reference) and ``compiled``
+(:mod:`theory.li2024.factor_engine`, numba; ``benchmarks/bench_factorized.py`` measures both); ``auto``
+takes the compiled one for the losses it has kernels for (``log``, ``square``, ``exp``).  They agree to the
+rounding accumulated along the run (``properties/li2024/test_factorized.py``).
 """
 from __future__ import annotations
 
@@ -34,7 +39,7 @@ from theory.core.problem import Problem
 from theory.li2024.losses import TokenData, loss_and_grad, safe_step
 from theory.li2024.training import log_checkpoints
 
-__all__ = ["FactorCheckpoint", "FactorizedRun", "factor_grads", "init_factors", "train_factorized"]
+__all__ = ["FactorCheckpoint", "FactorizedRun", "factor_grads", "init_factors", "numpy_iterates", "train_factorized"]
 
 
 @dataclass(frozen=True)
@@ -87,10 +92,35 @@ def factor_grads(WK: np.ndarray, WQ: np.ndarray, problem: Problem, data: TokenDa
 
 def train_factorized(problem: Problem, steps: int, m: int, eta: float | None = None, seed: int = 0,
                      init_scale: float = 1e-2, frobenius: np.ndarray | None = None,
-                     nuclear: np.ndarray | None = None, checkpoints=None) -> FactorizedRun:
+                     nuclear: np.ndarray | None = None, checkpoints=None, engine: str = "auto") -> FactorizedRun:
     """GD on ``(W_K, W_Q)`` for ``steps`` steps, with the constant step ``eta`` or (None) the local safe step
-    of the module docstring.  ``frobenius``/``nuclear``: the two SVM solutions the correlations are taken
-    with."""
+    of the module docstring.
+
+    Parameters
+    ----------
+    problem : Problem
+    steps : int
+        The run's length.
+    m : int
+        The factors' width.
+    eta : float, optional
+        A constant step; None for the local safe step.
+    seed, init_scale
+        The start (:func:`init_factors`).
+    frobenius, nuclear : numpy.ndarray, optional
+        The two SVM solutions the checkpoints' correlations are taken with.
+    checkpoints : sequence of int, optional
+        The steps recorded (those above ``steps`` ignored); log-spaced by default.
+    engine : {"auto", "numpy", "compiled"}
+        ``numpy``: the loop here; ``compiled``: :func:`theory.li2024.factor_engine.factor_gd_compiled` (raises on
+        the ``ce``/``lsq`` losses); ``auto``: compiled where it has a kernel, else numpy.
+
+    Returns
+    -------
+    FactorizedRun
+    """
+    if engine not in ("auto", "numpy", "compiled"):
+        raise ValueError(f"unknown engine {engine!r} (expected auto, numpy or compiled)")
     if steps < 0:
         raise ValueError(f"steps must be non-negative, got {steps}")
     beta = 1.0 / safe_step(problem)
@@ -100,23 +130,52 @@ def train_factorized(problem: Problem, steps: int, m: int, eta: float | None = N
     WK, WQ = init_factors(problem.d, m, seed, init_scale)
     marks = set(int(s) for s in (log_checkpoints(steps) if checkpoints is None else checkpoints))
     run = FactorizedRun(int(m), eta, seed, init_scale)  # eta None: the local safe step
+    if engine != "numpy":
+        from theory.li2024.factor_engine import compiled_supports, factor_gd_compiled
 
-    def record(step, L):
-        W = WK @ WQ.T
-        run.checkpoints.append(FactorCheckpoint(step, W, float(L), float(np.linalg.norm(W)),
-                                                _corr(W, frobenius), _corr(W, nuclear)))
+        if engine == "compiled" or compiled_supports(data):
+            # the final factors are returned, so the run goes to ``steps`` whether or not it is a checkpoint
+            wanted = sorted({s for s in marks if s <= steps} | {int(steps)})
+            cps, Ws, Ls, run.WK, run.WQ = factor_gd_compiled(problem.E, WK, WQ, data, wanted, beta, eta)
+            for s, W, L in zip(cps.tolist(), Ws, Ls):
+                if s in marks:
+                    run.checkpoints.append(FactorCheckpoint(int(s), W, float(L), float(np.linalg.norm(W)),
+                                                            _corr(W, frobenius), _corr(W, nuclear)))
+            return run
 
-    for t in range(steps + 1):
-        L, G = loss_and_grad(WK @ WQ.T, problem, data)
+    for t, WK, WQ, L, _, _ in numpy_iterates(problem, m, eta, seed, init_scale, data):
         if t in marks:
-            record(t, L)
+            W = WK @ WQ.T
+            run.checkpoints.append(FactorCheckpoint(t, W, float(L), float(np.linalg.norm(W)),
+                                                    _corr(W, frobenius), _corr(W, nuclear)))
         if t == steps:
             break
+    run.WK, run.WQ = WK, WQ
+    return run
+
+
+def numpy_iterates(problem: Problem, m: int, eta: float | None = None, seed: int = 0, init_scale: float = 1e-2,
+                   data: TokenData | None = None):
+    """The numpy loop of :func:`train_factorized`, one state at a time (the reference the compiled engine is
+    tested against, whose tolerance needs every step's state).
+
+    Yields
+    ------
+    tuple
+        ``(t, W_K, W_Q, L, G, step)`` without end: the factors after ``t`` steps, the loss and ``G = ∇L(W)``
+        at ``W = W_K W_Q^T``, and the step size taken from there to ``t + 1``.
+    """
+    beta = 1.0 / safe_step(problem)
+    data = TokenData.from_problem(problem) if data is None else data
+    WK, WQ = init_factors(problem.d, m, seed, init_scale)
+    t = 0
+    while True:
+        L, G = loss_and_grad(WK @ WQ.T, problem, data)
         if eta is None:
             bt = beta * (np.sum(WK * WK) + np.sum(WQ * WQ)) + np.linalg.norm(G)  # Frobenius >= spectral
             step = 1.0 / bt if bt > 0 else 1.0
         else:
             step = eta
+        yield t, WK, WQ, L, G, step
         WK, WQ = WK - step * (G @ WQ), WQ - step * (G.T @ WK)
-    run.WK, run.WQ = WK, WQ
-    return run
+        t += 1
