@@ -90,8 +90,9 @@ PATH_MARGINS = np.array([1.0, 2.0, 4.0, 8.0, 16.0])
 PATH_ESCALATION = np.array([32.0, 64.0])
 # x budget_scale.  Not raised with the compiled engine (theory.li2024.factor_engine: 10^6 steps in ~1 s on the
 # suite's sizes, 10^7 in 10-30 s), though it would decide more runs: past 10^5 steps the reject rule's
-# "settled" test passes runs that are still closing on W^nuc by 5-10% a decade.  Measured on the kq-phase
-# sweep's 36 runs (docs/theory.md): 'fails' on 3 at 10^6 and on 2 at 10^7, all false alarms -- e.g. the 6x6
+# "settled" test passes runs that are still closing on W^nuc by 2-14% a decade.  Measured on the kq-phase
+# sweep's 36 runs (docs/theory.md, benchmarks/RESULTS.md): 'fails' on 6 at 10^6 and on 3 at 10^7 (0 at
+# 10^5), all on two problems still closing on W^nuc, false alarms -- e.g. the 6x6
 # cell's seed 1 at m = 3: e = 0.107, 0.103, 0.092, 0.080 at 10^5..10^8 (fails at 10^6 and 10^7, undecided at
 # 10^8), its increment's KKT residual 0.95-0.70 (a direction still on its way is not stationary either).  For
 # separable data Lyu & Li (2020) show the limit directions of GD on a homogeneous model are KKT points of its
