@@ -76,6 +76,20 @@ def table(values) -> str:
     return "\n".join(rows)
 
 
+def _inner_judged(rec) -> dict | None:
+    """The judged counts of a test whose properties are inner ``@given`` functions (Section 5's, which apply
+    their own floor): the sums over the Hypothesis runs the report recorded for it, or None."""
+    runs = [h for h in rec.get("hypothesis") or () if isinstance(h, dict) and "judged" in h]
+    if not runs:
+        return None
+    reasons: dict = {}
+    for h in runs:
+        for why, n in (h.get("not_judged") or {}).items():
+            reasons[why] = reasons.get(why, 0) + n
+    judged = sum(h["judged"] for h in runs)
+    return {"judged": judged, "generated": judged + sum(reasons.values()), "not_judged": reasons}
+
+
 def properties_table(run_dirs) -> str:
     """One row per property of the runs: outcome, judged / generated, undecided, other not-judged reasons."""
     from reports.generate import UNDECIDED  # the report's own test of an undecided reason
@@ -83,7 +97,7 @@ def properties_table(run_dirs) -> str:
     rows = ["| property | outcome | judged / generated | undecided | not judged otherwise |", "|---|---|---|---|---|"]
     totals = [0, 0, 0]
     for rec in sorted(_records(run_dirs), key=lambda r: r.get("nodeid", "")):
-        j = rec.get("judged")
+        j = rec.get("judged") or _inner_judged(rec)
         if not j:
             continue
         reasons = j.get("not_judged") or {}
