@@ -28,6 +28,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.tables import print_table  # noqa: E402
 from theory.li2024.factor_engine import COMPILED_LOSSES, warm_up  # noqa: E402
 from theory.li2024.factorized import train_factorized  # noqa: E402
 from theory.li2024.factorized_claims import gaussian_problem  # noqa: E402
@@ -101,16 +102,7 @@ def main(argv=None):
           f"{platform.processor() or platform.machine()}, python {platform.python_version()}, "
           f"numpy {np.__version__}, load average {load:.1f}; compiled / numpy: median {np.median(ratios):.0f}x, "
           f"range {ratios.min():.0f}-{ratios.max():.0f}x")
-    if args.markdown:
-        print("| " + " | ".join(header) + " |")
-        print("|" + "---|" * len(header))
-        for line in lines:
-            print("| " + " | ".join(line) + " |")
-    else:
-        widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
-        print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
-        for line in lines:
-            print("  ".join(x.rjust(w) for x, w in zip(line, widths)))
+    print_table(header, lines, args.markdown)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks.tables import print_table  # noqa: E402
 from theory.li2024.engine import gd_compiled, warm_up  # noqa: E402
 from theory.li2024.losses import TokenData  # noqa: E402
 from theory.core.problem import Problem  # noqa: E402
@@ -182,16 +183,7 @@ def main(argv=None):
         print("torch: not installed, column skipped (pip install -e .[bench] to include it)")
     else:
         print(f"torch {torch.__version__}, {torch.get_num_threads()} thread, float64, autograd")
-    if args.markdown:
-        print("| " + " | ".join(header) + " |")
-        print("|" + "---|" * len(header))
-        for line in lines:
-            print("| " + " | ".join(line) + " |")
-    else:
-        widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
-        print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
-        for line in lines:
-            print("  ".join(x.rjust(w) for x, w in zip(line, widths)))
+    print_table(header, lines, args.markdown)
 
 
 if __name__ == "__main__":
