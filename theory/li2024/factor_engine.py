@@ -26,11 +26,12 @@ import math
 import numpy as np
 from numba import njit
 
+from theory.li2024.engine import LOG_BIORTH, LOSS_CODES
 from theory.li2024.losses import TokenData
 
 __all__ = ["COMPILED_LOSSES", "compiled_supports", "factor_gd_compiled", "score_gradient", "warm_up"]
 
-LOG_BIORTH, LOG, SQUARE, EXP = 0, 1, 3, 4  # the codes of theory.li2024.engine.LOSS_CODES, where they exist
+LOG, SQUARE, EXP = (LOSS_CODES[name] for name in ("log", "square", "exp"))  # the W engine's codes, not copies
 COMPILED_LOSSES = ("log", "square", "exp")
 
 
