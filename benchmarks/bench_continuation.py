@@ -255,9 +255,12 @@ def decision_rows(p, W0, label):
         row = {"kind": "decision", "problem": label, "engine": engine, "truth": truth.outcome.value,
                "budget": truth.budget, "seconds": seconds,
                "engines": sorted({str(x.get("engine", "gd"))[:12] for x in truth.trail})}
+        row["gamma_valid"] = max(criteria.deciding_trends(truth), default=None)
         for name, ts in plants.items():
             ext = Escalation(p, an, recorded=rec) if engine == "continuation" else extend
-            row[name] = [criteria.theorem1_decide(gd, t, ext)[0].outcome.value for t in ts]
+            vs = [criteria.theorem1_decide(gd, t, ext)[0] for t in ts]
+            row[name] = [v.outcome.value for v in vs]
+            row[f"gamma {name}"] = [g[-1] for g in map(criteria.deciding_trends, vs) if g]
         rows.append(row)
     return rows
 
@@ -265,7 +268,8 @@ def decision_rows(p, W0, label):
 def decisions_table(rows) -> str:
     """Per engine: the true targets' outcomes, budgets and time; each plant's outcomes."""
     out = ["| escalation | runs | valid holds / undecided / fails | last budget (median, max) | seconds (sum) | "
-           "15° fails / undecided / holds | 20° | 35° | W^fin moved |", "|---|---|---|---|---|---|---|---|---|"]
+           "15° fails / undecided / holds | 20° | 35° | W^fin moved | γ where it decided: worst valid / mildest "
+           "planted 15° / 20° / 35° |", "|---|---|---|---|---|---|---|---|---|---|"]
     for engine in ("gd", "continuation"):
         rs = [r for r in rows if r["engine"] == engine]
         if not rs:
@@ -275,9 +279,12 @@ def decisions_table(rows) -> str:
         budgets = sorted(r["budget"] for r in rs)
         planted = [cnt([o for r in rs for o in r.get(k, [])]) for k in ("15°", "20°", "35°", "W^fin")]
         name = "GD only (cap 1e7)" if engine == "gd" else "continuation (to 1e12)"
+        gv = [r["gamma_valid"] for r in rs if r.get("gamma_valid") is not None]
+        gp = [min((g for r in rs for g in r.get(f"gamma {a}", [])), default=None) for a in ("15°", "20°", "35°")]
+        fmt = lambda x: "–" if x is None else f"{x:.3g}"  # noqa: E731
         out.append(f"| {name} | {len(rs)} | {' / '.join(str(valid.count(o)) for o in ('holds', 'undecided', 'fails'))} | "
                    f"{budgets[len(budgets) // 2]:.3g}, {budgets[-1]:.3g} | {sum(r['seconds'] for r in rs):.3g} | "
-                   + " | ".join(planted) + " |")
+                   + " | ".join(planted) + f" | {fmt(max(gv, default=None))} / {' / '.join(map(fmt, gp))} |")
     return "\n".join(out)
 
 

@@ -91,4 +91,4 @@ def automaton_decide(traj, an, contexts, extend, top_of=None, max_steps=None):
     from theory.li2024.criteria import ESCALATE_MAX_STEPS, escalate
 
     cap = ESCALATE_MAX_STEPS if max_steps is None else max_steps
-    return escalate(lambda run, earlier: automaton_statistics(run, an, contexts, top_of, earlier), traj, extend, cap)
+    return escalate(lambda run, earlier, last: automaton_statistics(run, an, contexts, top_of, earlier), traj, extend, cap)

@@ -80,6 +80,7 @@ from scipy.integrate import solve_ivp
 
 from theory.core.problem import Problem
 from theory.li2024.analysis import Analysis
+from theory.li2024.flow_kernel import flow_rhs
 from theory.li2024.losses import EPS, TokenData, attention, loss_and_grad_scores
 from theory.li2024.provenance import ContinuationFailed, deviation, engine_label, engine_measures, engine_of
 from theory.li2024.training import (Checkpoint, Trajectory, _scc_membership, checkpoint_measures, grad_norm_scores,
@@ -137,7 +138,7 @@ class ContinuedTrajectory(Trajectory):
 class _Flow:
     """The right-hand side, its Jacobian and ``||H g||`` in the reduced variables ``B_Q``."""
 
-    def __init__(self, problem: Problem, W1: np.ndarray, eta: float, sign: float = 1.0):
+    def __init__(self, problem: Problem, W1: np.ndarray, eta: float, sign: float = 1.0, compiled: bool = True):
         data = TokenData.from_problem(problem)
         if data.loss != "log" or not data.biorthogonal:
             raise NotImplementedError("continuation: the log loss under Assumption 1 only (Theorem 1's setting; "
@@ -154,6 +155,7 @@ class _Flow:
         self.n = self.K * self.nq
         self.evals = 0
         self.segment_limit = MAX_EVALS
+        self.compiled = compiled  # flow_kernel.flow_rhs (the same arithmetic, ~25x faster than rhs_numpy)
 
     def scores(self, y):
         A = self.A1.copy()
@@ -186,6 +188,14 @@ class _Flow:
             raise _SegmentStall(f"continuation: more than {SEGMENT_EVALS} evaluations in one decade")
         if self.evals > MAX_EVALS:
             raise FloatingPointError(f"continuation: more than {MAX_EVALS} evaluations (the integrator stalled)")
+        if self.compiled:
+            d = self.data
+            return flow_rhs(np.ascontiguousarray(y, dtype=float), float(s), self.A1, self.M, self.MQQ, self.Q,
+                            self.qidx, d.queries, d.log_counts, d.labels, d.weights, float(self.sign), float(self.eta))
+        return self.rhs_numpy(s, y)
+
+    def rhs_numpy(self, s, y):
+        """:meth:`rhs` in numpy (the reference the compiled kernel is tested against)."""
         A = self.scores(y)
         _, G = loss_and_grad_scores(A, self.data)
         t = np.exp(s)
@@ -281,7 +291,8 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
 
 def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Analysis | None = None, *,
                   method: str = METHOD, rtol: float = RTOL, atol: float = ATOL, estimate_error: bool = False,
-                  checkpoints=None, sign: float = 1.0, time_scale: float = 1.0) -> ContinuedTrajectory:
+                  checkpoints=None, sign: float = 1.0, time_scale: float = 1.0,
+                  compiled: bool = True) -> ContinuedTrajectory:
     """``traj`` (plain GD on ``problem``) continued to ``steps`` steps-equivalent by the gradient flow in log time.
 
     Parameters
@@ -304,6 +315,10 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
     sign, time_scale : float
         Planted defects for the validity property only (``-1``: the wrong sign of the step; ``2``: the time
         map ``t = t₁ + 2 η (τ - τ₁)``).  Leave them at 1.
+    compiled : bool
+        The right-hand side from :mod:`theory.li2024.flow_kernel` (default) or its numpy reference (the
+        same arithmetic in another order: the two differ by rounding, which can change the integrator's
+        steps).
 
     Returns
     -------
@@ -325,7 +340,7 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
     if engine_of(traj.final) != "gd":
         raise ValueError("continuation: start from a GD state (this trajectory already ends in the continuation)")
     eta = traj.eta
-    flow = _Flow(problem, traj.final.W, eta, sign)
+    flow = _Flow(problem, traj.final.W, eta, sign, compiled)
     t1 = eta * tau1
     s1 = float(np.log(t1))
     s_eval = np.log(t1 + time_scale * eta * (later.astype(float) - tau1))
@@ -555,7 +570,8 @@ class Escalation:
                  horizon: int = CONTINUE_MAX_STEPS, plant: dict | None = None):
         self.problem, self.analysis, self.recorded, self.horizon = problem, analysis, recorded, horizon
         self.plant = plant or {}
-        self.runs: dict[tuple[int, int], Trajectory] = {}  # (τ₁, steps) -> run: decisions on one run share them
+        # (τ₁, steps) -> run: decisions on one run share them; (τ₁, -1): the solve to the top (None: it failed)
+        self.runs: dict[tuple[int, int], Trajectory | None] = {}
         self.checks: dict[int, tuple[bool, list]] = {}
         self.refused: str | None = None  # GD's label once the continuation was refused
 
@@ -615,6 +631,26 @@ class Escalation:
         worst = max((a for a in got if not a.agrees), key=lambda a: a.excess)
         return f"{worst} over [{_gd_part(run).final.step // 10}, {_gd_part(run).final.step}]"
 
+    def _to_top(self, gd) -> Trajectory | None:
+        """The continuation from ``gd`` to the last budget of its ladder (the ``τ₁ 10^k`` nearest ``horizon``),
+        solved once per GD run and cut at each budget below it (one solve instead of one per budget; the
+        escalated Theorem 1 decision reads its trend there).  None when that solve failed: the budgets are
+        then solved one by one, and the first that fails raises :class:`ContinuationFailed`."""
+        from theory.core.decision import budget_ladder
+
+        tau1 = int(gd.final.step)
+        ladder = budget_ladder(tau1, max(tau1, self.horizon))
+        key = (tau1, -1)
+        if key not in self.runs:
+            later = np.union1d(log_checkpoints(ladder[-1]), np.asarray(ladder, dtype=np.int64))
+            try:
+                out = continue_flow(self.problem, gd, ladder[-1], self.analysis, checkpoints=later, **self.plant)
+                out.notes.append(f"continued from GD at {tau1} (agreed over [{tau1 // 10}, {tau1}])")
+            except FloatingPointError:
+                out = None
+            self.runs[key] = out
+        return self.runs[key]
+
     def __call__(self, run, steps: int):
         from theory.li2024.training import resume, truncate
 
@@ -627,6 +663,9 @@ class Escalation:
         if self.refused is None and self.check(gd)[0]:
             if steps > self.horizon * np.sqrt(10):  # the ladder's last budget is the one *nearest* the horizon
                 raise ValueError(f"Escalation: {steps} steps past the continuation's horizon {self.horizon}")
+            top = self._to_top(gd)
+            if top is not None and top.final.step >= steps:
+                return truncate(top, steps)
             try:
                 out = continue_flow(self.problem, gd, steps, self.analysis, **self.plant)
             except FloatingPointError as exc:

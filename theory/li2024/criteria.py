@@ -89,6 +89,15 @@ DIRECTION_RATE = 3.0
 # examples/theorem1_direction_transient_peak.json dip below the valid worst between 1e7 and 1e10, while the
 # run's own direction turns) is why they did not move.
 TREND_HOLD, TREND_FAIL = 0.5, 0.65
+# TREND_AT_HORIZON (a rule, not a constant: theorem1_statistics' ``trend_decides``).  On the budgets the
+# continuation produces, γ decides only at the ladder's last budget (the one nearest 10^12 steps, or the last
+# the continuation reached): an escalated decision there reads the trend where the two predictions lie
+# furthest apart, at no GD cost (one solve to the top, about 10^2-10^3 gradient evaluations).  Measured
+# (benchmarks/RESULTS.md, "Decisions through the continuation"): worst valid γ 0.54 at 1e6 against 0.014 at
+# 1e12; mildest settled planted γ 0.68 (20°) and 0.55 (15°) at 1e6 against 0.74 and 0.60 at 1e12, so the gap
+# the zones sit in grows from 0.14 to 0.59.  The theory bounds the valid side too: even a degenerate problem
+# (a tight row with a zero multiplier) drifts only like ``log log τ``, its rate like ``ln L`` and so
+# ``γ = 1/ln L``, 0.30-0.32 for L = 23-29 (1e12 steps, τ₀ <= 10^2), under TREND_HOLD.  The zones did not move.
 # A trend accept needs the rate at most this: 6.0 < tan(35°) · ln(10^4) = 6.45.  Above it and not rejected
 # by the trend, the verdict escalates (and is undecided at the maximum budget): the cap never fails a run
 # by itself (it failed the valid K = 5 stress case at 6.91, 6.78 before it fell to 5.63 at 1e8 steps).
@@ -222,8 +231,17 @@ def theorem1(traj, analysis, earlier: Verdict | None = None) -> Verdict:
     return v
 
 
-def theorem1_statistics(traj, analysis, earlier: Verdict | None = None) -> tuple[list[Statistic], dict]:
-    """``(statistics, measures)`` of Theorem 1 on ``traj`` at its budget (the judge of :func:`theorem1_decide`)."""
+def theorem1_statistics(traj, analysis, earlier: Verdict | None = None, *,
+                        trend_decides: bool = True) -> tuple[list[Statistic], dict]:
+    """``(statistics, measures)`` of Theorem 1 on ``traj`` at its budget (the judge of :func:`theorem1_decide`).
+
+    ``trend_decides`` False (a budget before the ladder's last): on a budget the continuation produced, the
+    direction's trend γ is measured but does not decide, the statistic accepts only by its rate (at most
+    DIRECTION_RATE) and otherwise escalates, so the trend is read at the continuation's horizon, where the
+    valid and the planted γ lie furthest apart (TREND_AT_HORIZON).  On GD's budgets the trend decides at
+    every budget."""
+    from theory.li2024.provenance import engine_of
+
     end = traj.final
     mid, early = _at(traj, end.step / 10), _at(traj, end.step / 100)
     Wsvm, sn = analysis.svm.W, analysis.svm.norm
@@ -271,12 +289,16 @@ def theorem1_statistics(traj, analysis, earlier: Verdict | None = None) -> tuple
     else:
         gamma = direction_trend(prev, m)
         m["direction_trend"] = gamma
-        z = direction_zone(rate, gamma)
+        if trend_decides or engine_of(end) != "continuation":
+            z, when = direction_zone(rate, gamma), ""
+        else:  # TREND_AT_HORIZON: the continuation reaches further, the trend waits for its last budget
+            z, when = direction_zone(rate), " (the trend decides at the continuation's last budget)"
+        m["direction_trend_decides"] = not when
         stats.append(Statistic("direction", rate, z,
                                f"incremental direction corr(W(τ)-W(τ/10), W^svm) = {inc:.4f}: tan θ x ln(τ/τ₀) = "
                                f"{rate:.3g} grew with exponent γ = {gamma:.3g} in ln(τ/τ₀) over the escalation "
                                f"(converging: γ -> 0, accept <= {TREND_HOLD}; a wrong limit: γ = 1, reject >= "
-                               f"{TREND_FAIL})", trend=True))
+                               f"{TREND_FAIL}){when}", trend=True))
 
     # 3. finite part
     fin_scale = max(1.0, float(np.linalg.norm(Wfin)))
@@ -356,7 +378,9 @@ def escalate(judge, traj, extend, max_steps: int = ESCALATE_MAX_STEPS) -> tuple[
     recorded in its measures (:func:`theory.li2024.continuation.engine_measures`: ``engine`` is ``"gd"``,
     ``"continuation"`` or ``"gd (continuation disagreed: ...)"``; the verdict's ``trail`` holds them all).
 
-    ``max_steps`` is discrete GD's cap.  An ``extend`` with a ``reach(run)`` method
+    ``judge(run, earlier, last)`` returns ``(statistics, measures)`` at ``run``'s budget; ``last`` is True at
+    the ladder's last budget (Theorem 1's direction trend waits for it on the continuation's budgets:
+    :func:`theorem1_statistics`).  ``max_steps`` is discrete GD's cap.  An ``extend`` with a ``reach(run)`` method
     (:class:`theory.li2024.continuation.Escalation`) may carry the ladder further, to what it reaches from
     ``traj``; it is asked only when the first budget leaves the verdict undecided (its validity check runs
     the continuation over GD's last decade, which a verdict decided at once does not need).  A continuation
@@ -365,21 +389,26 @@ def escalate(judge, traj, extend, max_steps: int = ESCALATE_MAX_STEPS) -> tuple[
     """
     from theory.li2024.provenance import ContinuationFailed, engine_measures
 
+    last = []  # the ladder's last budget (shortened when the continuation fails before it)
+
     def judged(run, earlier):
-        stats, m = judge(run, earlier)
+        stats, m = judge(run, earlier, int(run.final.step) >= last[-1])
         return stats, {**m, **engine_measures(run)}
 
     first = int(traj.final.step)
-    stats, _ = judge(traj, None)
+    stats, _ = judge(traj, None, False)
     ladder = [first]
     if decision.combine(stats, None) is Outcome.UNDECIDED:
         reach = getattr(extend, "reach", None)
         ladder = budgets(first, max(max_steps, reach(traj) if reach is not None else 0))
+    last.append(ladder[-1])
     try:
         return decision.sequential(judged, ladder, traj, extend)
     except ContinuationFailed as exc:
-        # The budgets before the failure again (extend keeps its runs): undecided at the last one it reached.
-        v, run = decision.sequential(judged, [b for b in ladder if b < exc.steps], traj, extend)
+        # The budgets before the failure again (extend keeps its runs): the last one it reached is the last.
+        ladder = [b for b in ladder if b < exc.steps]
+        last.append(ladder[-1])
+        v, run = decision.sequential(judged, ladder, traj, extend)
         v.measures["continuation_failed"] = str(exc)
         return v, run
 
@@ -397,7 +426,16 @@ def theorem1_decide(traj, analysis, extend, max_steps: int = ESCALATE_MAX_STEPS)
     0.42); and 6.18, 6.91, 6.78 (γ 0.58, < 0): none of them fails now, each holds or ends undecided.  Every
     planted violation lands in a reject zone at two budgets: a finite limit drives ``g₁/g₀`` to 0,
     polynomial growth keeps it at ``10^p``, a wrong direction has γ = 1, a wrong W^fin stalls its error."""
-    return escalate(lambda run, earlier: theorem1_statistics(run, analysis, earlier), traj, extend, max_steps)
+    return escalate(lambda run, earlier, last: theorem1_statistics(run, analysis, earlier, trend_decides=last),
+                    traj, extend, max_steps)
+
+
+def deciding_trends(verdict: Verdict) -> list[float]:
+    """The direction trends γ of ``verdict``'s trail at the budgets where γ could decide: the trend decided
+    there (TREND_AT_HORIZON) and the rate was above DIRECTION_RATE (at or below it the rate accepts, whatever
+    γ).  The margins tables read a valid run's largest and a plant's last."""
+    return [t["direction_trend"] for t in verdict.trail if "direction_trend" in t
+            and t.get("direction_trend_decides", True) and t["direction_rate"] > DIRECTION_RATE]
 
 
 def theorem1_edges(verdict: Verdict) -> dict[str, float]:
@@ -483,4 +521,4 @@ def finite_convergence_decide(traj, extend, max_steps: int = ESCALATE_MAX_STEPS)
     (K = 3, a flat direction of L): moves 0.187 then 0.094 (x0.503) at 1e5 steps while the gradient had
     fallen from 0.033 to 1.4e-10.  Logarithmic growth (the violation) moves by the same amount every decade
     at every budget, so it is rejected at two budgets (calibrated in ``test_criterion_rejects_a_stalled_run``)."""
-    return escalate(finite_convergence_statistics, traj, extend, max_steps)
+    return escalate(lambda run, earlier, last: finite_convergence_statistics(run, earlier), traj, extend, max_steps)

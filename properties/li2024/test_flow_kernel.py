@@ -1,0 +1,96 @@
+"""The continuation's compiled right-hand side (:mod:`theory.li2024.flow_kernel`) against its numpy reference.
+
+Both compute ``dB_Q/ds = e^s G_Q(A)`` and ``dD/ds = η e^s ||H g||`` in the same cancellation-free forms, in a
+different order of operations, so they may differ by rounding only.  The bound, per entry of ``dB_Q/ds``:
+``A = A₁ - M B M`` is computed by each to within ``γ (|A₁| + |M| |B_Q| |M_QQ|)`` entrywise (``γ = (K + |Q|) eps``),
+a score error ``δ`` moves every attention entry by a relative ``2 |δ|``, the softmax itself adds ``(K + 3) eps``,
+so sample i's ``dl/ds_i`` entries differ by a relative ``ρ_i = 2 (2 max_j δ_ji + (K + 3) eps)`` between the two,
+and the sums over the ``m`` samples add ``2 m eps`` of their absolute terms: the difference of entry ``(j, k)``
+is at most ``e^s (ρ + 2 (m + 1) eps) Σ_{q_i = k} w_i |dl/ds_ij|``, plus ``m + K + 3`` times the least subnormal
+(a subnormal result's rounding is absolute), taken twice (the first-order bound's slack).  ``||H g||`` is bounded the same way against ``||E||² || |P| (|M| |G| |M|) ||_F`` with ``2 ρ + 4 (K + m) eps``.
+Calibrated: a kernel whose step is off by a relative 1e-9, or whose ``η`` is, is caught on every drawn state.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from properties.judging import margin, scaled
+from strategies import trainable_problems
+from theory.li2024.continuation import _Flow
+from theory.li2024.flow_kernel import flow_rhs
+from theory.li2024.losses import EPS, attention, safe_step
+
+SUBNORMAL = float(np.nextafter(0.0, 1.0))  # a subnormal result's rounding is absolute: one of these per operation
+PLANT = 1e-9  # a relative defect of the step or of η the bound must catch (the bound is ~1e-13 relative)
+
+
+def state(flow, rng, scale):
+    """A state ``B_Q`` of the given scale (late in a run ``B`` grows like ``ln t``) and its ``D``."""
+    y = np.empty(flow.n + 1)
+    y[:flow.n] = rng.normal(size=flow.n) * scale
+    y[flow.n] = abs(rng.normal())
+    return y
+
+
+def bounds(flow, y, s):
+    """The rounding bounds of the module docstring: per entry of ``dB_Q/ds``, and for ``dD/ds``."""
+    K, nq, d = flow.K, flow.nq, flow.data
+    m = len(d.queries)
+    absA = np.abs(flow.A1) + np.abs(flow.M) @ np.abs(flow.full_B(y)) @ np.abs(flow.M)
+    delta = (K + nq) * EPS * absA
+    a = attention(flow.scores(y), d)
+    ds = a.copy()
+    ds[np.arange(m), d.labels] = 0.0
+    ds[np.arange(m), d.labels] = ds.sum(axis=1)  # |a - e_y|, the label entry as the mass elsewhere (exact)
+    rho = 2 * (2 * delta[:, d.queries].max(axis=0) + (K + 3) * EPS)
+    t = np.exp(s)
+    absG = np.zeros((K, nq))
+    np.add.at(absG.T, flow.qidx, (d.weights * (rho + 2 * (m + 1) * EPS))[:, None] * ds)
+    tol_B = 2 * t * (absG + (m + K + 3) * SUBNORMAL)
+    G = np.zeros((K, nq))
+    np.add.at(G.T, flow.qidx, d.weights[:, None] * ds)
+    P = np.abs(flow.P(flow.scores(y)))
+    dA = np.abs(flow.M) @ G @ np.abs(flow.MQQ)
+    dG = np.einsum("kij,jk->ik", P, dA)
+    E2 = np.linalg.norm(flow.E, 2) ** 2
+    tol_D = 2 * flow.eta * t * E2 * float(np.linalg.norm(dG)) * (2 * rho.max() + 4 * (K + m) * EPS)
+    return tol_B.ravel(), tol_D
+
+
+def kernel(flow, y, s, sign=1.0, eta=None):
+    d = flow.data
+    return flow_rhs(y, s, flow.A1, flow.M, flow.MQQ, flow.Q, flow.qidx, d.queries, d.log_counts, d.labels,
+                    d.weights, sign, flow.eta if eta is None else eta)
+
+
+@pytest.mark.theorem("Theorem 1")
+@settings(max_examples=scaled(20))
+@given(dp=trainable_problems(), seed=st.integers(0, 2**32 - 1), log_scale=st.floats(-3, 1.5),
+       log_steps=st.floats(2, 12))
+def test_compiled_rhs_agrees_with_numpy_and_catches_a_planted_defect(dp, seed, log_scale, log_steps):
+    p = dp.problem
+    eta = safe_step(p)
+    rng = np.random.default_rng(seed)
+    flow = _Flow(p, rng.normal(size=(p.d, p.d)), eta)
+    y = state(flow, rng, 10**log_scale)
+    s = float(np.log(eta * 10**log_steps))
+    ref, got = flow.rhs_numpy(s, y), kernel(flow, y, s)
+    tol_B, tol_D = bounds(flow, y, s)
+    n = flow.n
+    excess = float(np.max(np.abs(got[:n] - ref[:n]) / np.maximum(tol_B, np.finfo(float).tiny)))
+    margin("flow kernel distance over its rounding bound", "valid", excess)
+    assert np.all(np.abs(got[:n] - ref[:n]) <= tol_B), \
+        f"compiled dB/ds off numpy's beyond rounding: worst {excess:.3g} x the bound\n{got[:n]}\n{ref[:n]}"
+    assert abs(got[n] - ref[n]) <= tol_D, f"compiled dD/ds {got[n]!r} vs numpy {ref[n]!r} (bound {tol_D:.3g})"
+    # the calibration: a relative PLANT in the step or in η is beyond the bound on every drawn state
+    bad = kernel(flow, y, s, sign=1 + PLANT)
+    caught = np.abs(bad[:n] - ref[:n]) > tol_B
+    margin("flow kernel distance over its rounding bound", "planted",
+           float(np.max(np.abs(bad[:n] - ref[:n]) / np.maximum(tol_B, np.finfo(float).tiny))))
+    assert caught.any(), "a step off by a relative 1e-9 passed the bound"
+    bad = kernel(flow, y, s, eta=eta * (1 + PLANT))
+    margin("flow kernel D rate: bound over value", "valid", tol_D / ref[n] if ref[n] else 0.0)
+    assert ref[n] == 0 or abs(bad[n] - ref[n]) > tol_D, "η off by a relative 1e-9 passed the bound"
