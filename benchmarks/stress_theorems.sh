@@ -4,10 +4,11 @@
 # pytest's result, examples judged of those generated and undecided verdicts (from the run's report,
 # benchmarks/margins.py --properties), and the properties with an undecided verdict.
 #   benchmarks/stress_theorems.sh [N] [extra pytest args...]
+# FILES="..." replaces the test files (e.g. the Theorem 1 modules alone when only their decisions changed).
 set -u
 cd "$(dirname "$0")/.."
 n=${1:-10}; shift || true
-files="properties/li2024/test_theorem1.py properties/li2024/test_automaton.py properties/li2024/test_section5.py properties/li2024/test_continuation.py"
+files=${FILES:-"properties/li2024/test_theorem1.py properties/li2024/test_automaton.py properties/li2024/test_section5.py properties/li2024/test_continuation.py"}
 printf '| run | commit | seed | wall time | result | judged / generated | undecided | undecided in |\n|---|---|---|---|---|---|---|---|\n'
 for i in $(seq 1 "$n"); do
   seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
