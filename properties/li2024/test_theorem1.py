@@ -448,6 +448,36 @@ def test_valid_slow_transients_are_never_failed(name, W0):
     assert v.outcome is criteria.Outcome.FAILS, str(v)
 
 
+@pytest.mark.theorem("Theorem 1")
+def test_the_trend_decides_at_the_continuations_last_budget():
+    """TREND_AT_HORIZON (:mod:`theory.li2024.criteria`): on ``examples/theorem1_direction_transient_peak.json``,
+    whose own direction turns for six decades, targets 15° off W^svm have γ below 0 between 10^7 and 10^10
+    (benchmarks/RESULTS.md): decided by the trend at every budget, two of three held, at 10^9 (seed 1,
+    γ = -0.64, rate 5.57) and at 10^7 (seed 2, γ = 0.06, rate 5.96).  With the trend read only at the
+    continuation's last budget none holds (measured: seeds 1 and 2 fail at 10^12 with γ 1.01 and 1.19, seed 0
+    ends undecided at γ 0.60), every continuation budget before the last says the trend did not decide, and
+    the true target still holds."""
+    from dataclasses import replace
+
+    p = Problem.load("examples/theorem1_direction_transient_peak.json")
+    an = analyze(p)
+    eta = safe_step(p)
+    traj = train(p, criteria.budget(an.svm.norm, eta), eta, analysis=an)
+    truth, longer = criteria.theorem1_decide(traj, an, extender(p, an))
+    assert truth.passed, str(truth)
+    verdicts = []
+    for seed in range(3):
+        wrong = replace(an, svm=replace(an.svm, W=an.svm.norm * wrong_direction(an, 15.0, seed)))
+        verdicts.append(criteria.theorem1_decide(traj, wrong, extender(p, an, recorded=longer))[0])
+        record_metrics(**{f"seed{seed}_outcome": verdicts[-1].outcome.value, f"seed{seed}_budget": verdicts[-1].budget})
+    held = [str(v) for v in verdicts if v.passed]
+    assert not held, "a target 15° off W^svm held:\n" + "\n".join(held)
+    for v in verdicts:
+        cont = [t for t in v.trail if t["engine"] == "continuation"]
+        assert cont and all(not t["direction_trend_decides"] for t in cont[:-1]), [
+            (t["steps"], t.get("direction_trend_decides")) for t in v.trail]
+
+
 # ------------------------------------------------------------------------------------------------
 # Calibration at the continuation's horizon (issue 37)
 # ------------------------------------------------------------------------------------------------
