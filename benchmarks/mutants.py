@@ -130,6 +130,13 @@ MUTANTS = [
            "plan = draw(embedding_plans(d_extra=st.integers(0, 3), kinds=embedding_kinds"),
     Mutant("strategy-classes-ignored", "sequence_classes ignores classes", "strategies/scansnap.py",
            'K = draw(classes, label="classes")', 'K = draw(st.integers(2, 3), label="classes")'),
+    # Issue 37: the trend read at every continuation budget, and the compiled right-hand side's label entry
+    # in the cancelling form 1 - a_y (the numpy reference keeps -Σ_{j≠y} a_j).
+    Mutant("theorem1-trend-every-budget", "Theorem 1's trend decides at every continuation budget",
+           "theory/li2024/criteria.py", "theorem1_statistics(run, analysis, earlier, trend_decides=last)",
+           "theorem1_statistics(run, analysis, earlier, trend_decides=True)"),
+    Mutant("flow-kernel-label-cancels", "the continuation's compiled gradient writes a_y - 1 as it cancels",
+           "theory/li2024/flow_kernel.py", "G[lab, c] -= w * other", "G[lab, c] -= w * (1.0 - a[lab])"),
 ]
 
 
