@@ -8,13 +8,14 @@ so sample i's ``dl/ds_i`` entries differ by a relative ``ρ_i = 2 (2 max_j δ_ji
 and the sums over the ``m`` samples add ``2 m eps`` of their absolute terms: the difference of entry ``(j, k)``
 is at most ``e^s (ρ + 2 (m + 1) eps) Σ_{q_i = k} w_i |dl/ds_ij|``, plus ``m + K + 3`` times the least subnormal
 (a subnormal result's rounding is absolute), taken twice (the first-order bound's slack).  ``||H g||`` is bounded the same way against ``||E||² || |P| (|M| |G| |M|) ||_F`` with ``2 ρ + 4 (K + m) eps``.
-Calibrated: a kernel whose step is off by a relative 1e-9, or whose ``η`` is, is caught on every drawn state.
+Calibrated: a kernel whose step is off by a relative 1e-9 is caught on every drawn state, one whose ``η`` is off
+by 1% wherever ``dD/ds``'s bound resolves it (below 0.1% of its value: late, ``||H g||`` cancels, see the test).
 """
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from properties.judging import margin, scaled
@@ -24,7 +25,8 @@ from theory.li2024.flow_kernel import flow_rhs
 from theory.li2024.losses import EPS, attention, safe_step
 
 SUBNORMAL = float(np.nextafter(0.0, 1.0))  # a subnormal result's rounding is absolute: one of these per operation
-PLANT = 1e-9  # a relative defect of the step or of η the bound must catch (the bound is ~1e-13 relative)
+PLANT = 1e-9  # a relative defect of the step the bound must catch (the bound is ~1e-13 relative)
+D_RESOLVED, PLANT_D = 1e-3, 1e-2  # dD/ds compared where its bound is <= 0.1% of it; a 1% defect of η caught
 
 
 def state(flow, rng, scale):
@@ -33,6 +35,19 @@ def state(flow, rng, scale):
     y[:flow.n] = rng.normal(size=flow.n) * scale
     y[flow.n] = abs(rng.normal())
     return y
+
+
+def visited(problem, eta, log_steps):
+    """``(flow, y, s)``: the state the continuation itself reaches at ``10^log_steps`` steps-equivalent from GD's
+    state at 10^3 steps (late states: attention saturated to ``~1/τ`` off the top SCC, where the
+    cancellation-free forms matter)."""
+    from theory.li2024.continuation import ATOL, METHOD, RTOL, _solve
+    from theory.li2024.training import train
+
+    gd = train(problem, 10**3, eta)
+    flow = _Flow(problem, gd.final.W, eta)
+    s1, s = float(np.log(eta * 10**3)), float(np.log(eta * 10**log_steps))
+    return flow, _solve(flow, s1, np.array([s]), METHOD, RTOL, ATOL).y[:, 0], s
 
 
 def bounds(flow, y, s):
@@ -69,14 +84,19 @@ def kernel(flow, y, s, sign=1.0, eta=None):
 @pytest.mark.theorem("Theorem 1")
 @settings(max_examples=scaled(20))
 @given(dp=trainable_problems(), seed=st.integers(0, 2**32 - 1), log_scale=st.floats(-3, 1.5),
-       log_steps=st.floats(2, 12))
-def test_compiled_rhs_agrees_with_numpy_and_catches_a_planted_defect(dp, seed, log_scale, log_steps):
+       log_steps=st.floats(4, 12), late=st.booleans())
+def test_compiled_rhs_agrees_with_numpy_and_catches_a_planted_defect(dp, seed, log_scale, log_steps, late):
+    """On a random state of a drawn scale from a random ``W₁``, or (``late``) on the state the continuation
+    itself reaches at a drawn horizon."""
     p = dp.problem
     eta = safe_step(p)
     rng = np.random.default_rng(seed)
-    flow = _Flow(p, rng.normal(size=(p.d, p.d)), eta)
-    y = state(flow, rng, 10**log_scale)
-    s = float(np.log(eta * 10**log_steps))
+    if late:
+        flow, y, s = visited(p, eta, log_steps)
+    else:
+        flow = _Flow(p, rng.normal(size=(p.d, p.d)), eta)
+        y = state(flow, rng, 10**log_scale)
+        s = float(np.log(eta * 10**log_steps))
     ref, got = flow.rhs_numpy(s, y), kernel(flow, y, s)
     tol_B, tol_D = bounds(flow, y, s)
     n = flow.n
@@ -84,13 +104,19 @@ def test_compiled_rhs_agrees_with_numpy_and_catches_a_planted_defect(dp, seed, l
     margin("flow kernel distance over its rounding bound", "valid", excess)
     assert np.all(np.abs(got[:n] - ref[:n]) <= tol_B), \
         f"compiled dB/ds off numpy's beyond rounding: worst {excess:.3g} x the bound\n{got[:n]}\n{ref[:n]}"
-    assert abs(got[n] - ref[n]) <= tol_D, f"compiled dD/ds {got[n]!r} vs numpy {ref[n]!r} (bound {tol_D:.3g})"
-    # the calibration: a relative PLANT in the step or in η is beyond the bound on every drawn state
+    # the calibration: a relative PLANT in the step is beyond the bound on every drawn state
     bad = kernel(flow, y, s, sign=1 + PLANT)
     caught = np.abs(bad[:n] - ref[:n]) > tol_B
     margin("flow kernel distance over its rounding bound", "planted",
            float(np.max(np.abs(bad[:n] - ref[:n]) / np.maximum(tol_B, np.finfo(float).tiny))))
     assert caught.any(), "a step off by a relative 1e-9 passed the bound"
-    bad = kernel(flow, y, s, eta=eta * (1 + PLANT))
-    margin("flow kernel D rate: bound over value", "valid", tol_D / ref[n] if ref[n] else 0.0)
-    assert ref[n] == 0 or abs(bad[n] - ref[n]) > tol_D, "η off by a relative 1e-9 passed the bound"
+    # dD/ds = η t ||H g||: late, H g is a small difference of large terms and its rounding bound exceeds its
+    # value (measured: up to 1.8e9 times it on the states the flow visits, where the two engines' values
+    # differed by up to 26%).  D is a tolerance needed to a few per cent and accumulates where ||H g|| is
+    # resolved (near τ₁; it converges like ∫ dt/t²), so it is compared where its bound is informative.
+    resolved = ref[n] > 0 and tol_D <= D_RESOLVED * ref[n]
+    event(f"dD/ds resolved by its rounding bound: {resolved}")
+    if resolved:
+        assert abs(got[n] - ref[n]) <= tol_D, f"compiled dD/ds {got[n]!r} vs numpy {ref[n]!r} (bound {tol_D:.3g})"
+        bad = kernel(flow, y, s, eta=eta * (1 + PLANT_D))
+        assert abs(bad[n] - ref[n]) > tol_D, f"η off by a relative {PLANT_D:g} passed the bound"
