@@ -506,8 +506,8 @@ def coefficient_replaced(run, an, at, p=POLY_EXPONENT):
 def test_decisions_at_the_horizon_reject_every_plant(data):
     """Calibration both ways at the horizon the continuation opens: GD to the first budget, the continuation
     (after it agreed with GD over GD's last decade) to the last budget of the ladder to 10^12; a decision
-    *started* at a drawn horizon ``H`` (10^2, 10^4 or 10^6 x the first budget) and escalated through the same
-    run must hold or stay undecided on the true targets, and must *fail* (confirmed) on each plant: a target
+    *started* at a drawn horizon ``H`` (10^2, 10^4 or 10^6 x the first budget, below the last) and escalated
+    through the same run must hold or stay undecided on the true targets, and must *fail* (confirmed) on each plant: a target
     15°, 20° or 35° off W^svm, W^fin moved by 4 FINITE_MAX max(1, ||W^fin||), W held from H/10 on (a finite
     limit), the W^svm coefficient growing like τ^0.35 past GD's budget.  Every budget past the first is the
     continuation's.  A 15-20° target whose ``tan θ · ln(τ/τ₀)`` ends at most DIRECTION_RATE is below the
@@ -537,7 +537,10 @@ def test_decisions_at_the_horizon_reject_every_plant(data):
         not_judged("the continuation failed before 10^12 steps")
     assert run.final.step == ladder[-1] and engine_of(run.final) == "continuation", run.final
     k = data.draw(st.sampled_from([2, 4, 6]), label="decades past the first budget")
-    H = ladder[k]
+    # a first budget above 10^5.5 makes 10^6 x it the ladder's last budget (the nearest 10^12): a decision
+    # started there has nothing to escalate to, so it starts one budget lower (stress seeds 2246967733 and
+    # 760961349: first budgets 456999 and 360368, undecided from 4.6e11 and 3.6e11 with no budget after)
+    H = ladder[min(k, len(ladder) - 2)]
     event(f"horizon 1e{round(np.log10(H))}")
 
     def decide(target, plant=run):
