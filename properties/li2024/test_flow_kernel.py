@@ -8,8 +8,9 @@ so sample i's ``dl/ds_i`` entries differ by a relative ``ρ_i = 2 (2 max_j δ_ji
 and the sums over the ``m`` samples add ``2 m eps`` of their absolute terms: the difference of entry ``(j, k)``
 is at most ``e^s (ρ + 2 (m + 1) eps) Σ_{q_i = k} w_i |dl/ds_ij|``, plus ``m + K + 3`` times the least subnormal
 (a subnormal result's rounding is absolute), taken twice (the first-order bound's slack).  ``||H g||`` is bounded the same way against ``||E||² || |P| (|M| |G| |M|) ||_F`` with ``2 ρ + 4 (K + m) eps``.
-Calibrated: a kernel whose step is off by a relative 1e-9 is caught on every drawn state, one whose ``η`` is off
-by 1% wherever ``dD/ds``'s bound resolves it (below 0.1% of its value: late, ``||H g||`` cancels, see the test).
+Calibrated: a kernel whose step is off by a relative 1e-9 is caught wherever an entry of ``dB/ds`` is resolved to a
+tenth of that, one whose ``η`` is off by 1% wherever ``dD/ds``'s bound resolves it (below 0.1% of its value): late,
+both can be small differences of large terms (see the test; the events count the states).
 """
 from __future__ import annotations
 
@@ -104,12 +105,18 @@ def test_compiled_rhs_agrees_with_numpy_and_catches_a_planted_defect(dp, seed, l
     margin("flow kernel distance over its rounding bound", "valid", excess)
     assert np.all(np.abs(got[:n] - ref[:n]) <= tol_B), \
         f"compiled dB/ds off numpy's beyond rounding: worst {excess:.3g} x the bound\n{got[:n]}\n{ref[:n]}"
-    # the calibration: a relative PLANT in the step is beyond the bound on every drawn state
-    bad = kernel(flow, y, s, sign=1 + PLANT)
-    caught = np.abs(bad[:n] - ref[:n]) > tol_B
-    margin("flow kernel distance over its rounding bound", "planted",
-           float(np.max(np.abs(bad[:n] - ref[:n]) / np.maximum(tol_B, np.finfo(float).tiny))))
-    assert caught.any(), "a step off by a relative 1e-9 passed the bound"
+    # The calibration: a relative PLANT in the step is beyond the bound wherever an entry is resolved to a tenth
+    # of it.  Late on a cyclic problem every entry of G can be a small difference of O(1) terms (the finite
+    # part's equilibrium, G ~ 1/t): deep-run seed 20261126 drew a K = 4 cyclic problem at 10^5 steps whose
+    # four entries all had bounds above 1e-9 of their values.
+    resolved = bool(np.any(np.abs(ref[:n]) * PLANT > 10 * tol_B))
+    event(f"dB/ds resolved to a tenth of the plant: {resolved}")
+    if resolved:
+        bad = kernel(flow, y, s, sign=1 + PLANT)
+        caught = np.abs(bad[:n] - ref[:n]) > tol_B
+        margin("flow kernel distance over its rounding bound", "planted",
+               float(np.max(np.abs(bad[:n] - ref[:n]) / np.maximum(tol_B, np.finfo(float).tiny))))
+        assert caught.any(), "a step off by a relative 1e-9 passed the bound"
     # dD/ds = η t ||H g||: late, H g is a small difference of large terms and its rounding bound exceeds its
     # value (measured: up to 1.8e9 times it on the states the flow visits, where the two engines' values
     # differed by up to 26%).  D is a tolerance needed to a few per cent and accumulates where ||H g|| is
