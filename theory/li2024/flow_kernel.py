@@ -29,19 +29,9 @@ __all__ = ["flow_rhs"]
 def _scores(y, A1, M, MQQ, Q, K, nq):
     """``A = A₁ - M B M`` with ``B[:, Q] = y[:K nq]`` (row-major ``K x nq``)."""
     A = A1.copy()
-    BM = np.zeros((K, nq))  # B_Q M[Q, Q]
-    for i in range(K):
-        for c in range(nq):
-            acc = 0.0
-            for b in range(nq):
-                acc += y[i * nq + b] * MQQ[b, c]
-            BM[i, c] = acc
-    for j in range(K):
-        for c in range(nq):
-            acc = 0.0
-            for i in range(K):
-                acc += M[j, i] * BM[i, c]
-            A[j, Q[c]] -= acc
+    MBM = M @ (np.ascontiguousarray(y[:K * nq]).reshape((K, nq)) @ MQQ)
+    for c in range(nq):
+        A[:, Q[c]] -= MBM[:, c]
     return A
 
 
