@@ -644,12 +644,17 @@ class Escalation:
         if key not in self.runs:
             later = np.union1d(log_checkpoints(ladder[-1]), np.asarray(ladder, dtype=np.int64))
             try:
-                out = continue_flow(self.problem, gd, ladder[-1], self.analysis, checkpoints=later, **self.plant)
-                out.notes.append(f"continued from GD at {tau1} (agreed over [{tau1 // 10}, {tau1}])")
+                self.runs[key] = self._continued(gd, ladder[-1], later)
             except FloatingPointError:
-                out = None
-            self.runs[key] = out
+                self.runs[key] = None
         return self.runs[key]
+
+    def _continued(self, gd, steps: int, checkpoints=None) -> ContinuedTrajectory:
+        """:func:`continue_flow` from ``gd`` to ``steps``, its notes saying where it started and why."""
+        out = continue_flow(self.problem, gd, steps, self.analysis, checkpoints=checkpoints, **self.plant)
+        tau1 = int(gd.final.step)
+        out.notes.append(f"continued from GD at {tau1} (agreed over [{tau1 // 10}, {tau1}])")
+        return out
 
     def __call__(self, run, steps: int):
         from theory.li2024.training import resume, truncate
@@ -667,13 +672,10 @@ class Escalation:
             if top is not None and top.final.step >= steps:
                 return truncate(top, steps)
             try:
-                out = continue_flow(self.problem, gd, steps, self.analysis, **self.plant)
+                self.runs[key] = self._continued(gd, steps)
             except FloatingPointError as exc:
                 raise ContinuationFailed(steps, str(exc)) from None
-            out.notes.append(f"continued from GD at {gd.final.step} (agreed over [{gd.final.step // 10}, "
-                             f"{gd.final.step}])")
-            self.runs[key] = out
-            return out
+            return self.runs[key]
         if self.refused is None:  # decided once, on the first GD run: the later budgets stay on GD
             self.refused = "gd" if self.applies(gd) is not None else f"gd (continuation disagreed: {self.disagreement(gd)})"
         longer = resume(self.problem, gd, steps, analysis=self.analysis)

@@ -59,6 +59,7 @@ import numpy as np
 
 from theory.core import decision
 from theory.core.decision import ACCEPT, BETWEEN, REJECT, Outcome, Statistic, Verdict, zone
+from theory.li2024.provenance import engine_of
 
 # g₁/g₀ is 1 for log growth and -> 0 (geometrically) for a finite limit.  Valid runs: 0.97-1.06 in
 # 300 random examples, but the stress profile found 0.78 at the minimum budget (a slow approach to
@@ -240,8 +241,6 @@ def theorem1_statistics(traj, analysis, earlier: Verdict | None = None, *,
     DIRECTION_RATE) and otherwise escalates, so the trend is read at the continuation's horizon, where the
     valid and the planted γ lie furthest apart (TREND_AT_HORIZON).  On GD's budgets the trend decides at
     every budget."""
-    from theory.li2024.provenance import engine_of
-
     end = traj.final
     mid, early = _at(traj, end.step / 10), _at(traj, end.step / 100)
     Wsvm, sn = analysis.svm.W, analysis.svm.norm
@@ -389,10 +388,8 @@ def escalate(judge, traj, extend, max_steps: int = ESCALATE_MAX_STEPS) -> tuple[
     """
     from theory.li2024.provenance import ContinuationFailed, engine_measures
 
-    last = []  # the ladder's last budget (shortened when the continuation fails before it)
-
-    def judged(run, earlier):
-        stats, m = judge(run, earlier, int(run.final.step) >= last[-1])
+    def judged(run, earlier):  # `ladder` is read when called: the one sequential() is running
+        stats, m = judge(run, earlier, int(run.final.step) >= ladder[-1])
         return stats, {**m, **engine_measures(run)}
 
     first = int(traj.final.step)
@@ -401,13 +398,11 @@ def escalate(judge, traj, extend, max_steps: int = ESCALATE_MAX_STEPS) -> tuple[
     if decision.combine(stats, None) is Outcome.UNDECIDED:
         reach = getattr(extend, "reach", None)
         ladder = budgets(first, max(max_steps, reach(traj) if reach is not None else 0))
-    last.append(ladder[-1])
     try:
         return decision.sequential(judged, ladder, traj, extend)
     except ContinuationFailed as exc:
         # The budgets before the failure again (extend keeps its runs): the last one it reached is the last.
         ladder = [b for b in ladder if b < exc.steps]
-        last.append(ladder[-1])
         v, run = decision.sequential(judged, ladder, traj, extend)
         v.measures["continuation_failed"] = str(exc)
         return v, run

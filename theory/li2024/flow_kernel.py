@@ -15,7 +15,9 @@ quantities with the same cancellation-free forms (module docstring of :mod:`theo
   ``a_r Σ_{j≠r} a_j``; ``dA = M G M``, ``dG[:, k] = P_k dA[:, k]`` and ``||H g||_F = ||E^T dG E||_F``
   (:func:`theory.li2024.training.grad_norm_scores`, scaled by ``max |dG|`` against underflow).
 
-It agrees with the numpy right-hand side to rounding (``properties/li2024/test_continuation.py``).
+It agrees with the numpy right-hand side (``_Flow.rhs_numpy``) within a derived rounding bound
+(``properties/li2024/test_flow_kernel.py``).  ``_grad_norm_scores`` mirrors
+:func:`theory.li2024.training.grad_norm_scores` because compiled code cannot call the numpy one.
 """
 from __future__ import annotations
 
