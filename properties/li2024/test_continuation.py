@@ -144,9 +144,6 @@ def test_continuation_refuses_what_it_does_not_integrate():
         continue_flow(p, train(p, 10, eta, normalized=True), 100)
     with pytest.raises(ValueError):
         continue_flow(p, train(p, 0, eta), 100)
-    tied = Problem.create(p.E, p.sequences, p.labels, "ce")
-    with pytest.raises(NotImplementedError):
-        continue_flow(tied, train(tied, 10, eta), 100)
 
 
 DEGENERATE = "examples/theorem1_degenerate_correlation_dip.json"

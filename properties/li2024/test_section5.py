@@ -141,7 +141,8 @@ def test_region_step_reruns_a_run_that_leaves_its_region():
 def test_persistent_misalignment_is_a_genuine_counterexample():
     """The stress-found case behind ``MISALIGNED_MAX`` (replay: ``python -m theory train
     examples/section5_persistent_misalignment.json --steps 20000000``): settled, and not aligned at every
-    budget up to 2e7 steps with a growing statistic, i.e. not a transient."""
+    budget with a growing statistic, i.e. not a transient: on GD at 2e5 steps, then through the continuation
+    to its horizon (on GD alone, measured before the continuation: 6.0, 7.3, 8.4 at 2e5, 2e6, 2e7 steps)."""
     from strategies.relaxations import RelaxedCase
     from theory.core.problem import Problem
 
@@ -149,8 +150,9 @@ def test_persistent_misalignment_is_a_genuine_counterexample():
     case = RelaxedCase("head", p, p.replace(head=None, loss="log"), 1.0, "tied head, ce loss")
     outcome, why, r = verdict(case)
     record_metrics(outcome=outcome)
-    rates = [q for _, _, q in r.get("history", [])]
-    assert outcome == "not aligned" and rates == sorted(rates) and len(rates) == 3, (outcome, why)
+    rates = [h[2] for h in r.get("history", [])]
+    assert outcome == "not aligned" and rates == sorted(rates) and len(rates) >= 3, (outcome, why)
+    assert r["steps"] >= 10**11 and r["engine"] == "continuation", why  # judged at the continuation's horizon
 
 
 @pytest.mark.theorem("Section 5")

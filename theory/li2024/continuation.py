@@ -52,8 +52,8 @@ continuation's own distance to ``φ`` is ``integration_error``; GD's rounding ad
 ``eps ||W||`` per step (``gd_rounding``).  :func:`~theory.li2024.provenance.deviation` is the sum of the three; :func:`compare`
 propagates it to the statistics Theorem 1's verdict uses (``properties/li2024/test_continuation.py``).
 
-Scope: plain GD, the log loss under Assumption 1 (Theorem 1's setting; the convexity above is what makes
-``D`` a bound).
+Scope: plain GD.  The bound above is Theorem 1's setting (the log loss under Assumption 1, whose convexity
+makes ``D`` a bound); every other loss and head of the suite carries Grönwall's factor (below).
 
 The decisions' use (:class:`Escalation`).  Theorem 1 (``W^svm != 0`` and ``= 0``) and the automaton escalate
 through an :class:`Escalation`: the first budget is discrete GD's; before any later budget is produced by the
@@ -64,11 +64,14 @@ where it does not (or the continuation does not apply), the decision escalates o
 own cap, and each budget's measures say so (``engine``: ``"gd"``, ``"continuation"`` or ``"gd (continuation
 disagreed: ...)"``; :func:`~theory.li2024.provenance.engine_measures`).
 
-Section 5 stays on GD.  Its losses are not the log loss or its head breaks Assumption 1: the loss is not
-convex in ``W`` there (or not a function of ``u`` at all), so the gradient step is not non-expansive and
-``D`` bounds nothing; the run can also leave one selection's basin for another (measured: GD sat near one
-selection for a decade and then switched), and a continuation whose error is controlled only locally
-would follow whichever basin its own rounding picks, with no bound to tell which.
+Section 5 (:mod:`theory.li2024.local_continuation`).  Its losses are not the log loss or its head breaks
+Assumption 1: the loss is not convex in ``W`` there, the gradient step is not non-expansive, and ``D`` above
+bounds nothing.  For those losses ``D`` carries Grönwall's factor, ``dD/ds = e^s (μ D + η ||H g||)`` with
+``μ = max(0, -λ_min(∇²L))`` at the flow point (:mod:`theory.li2024.curvature`; a first-order bound, measured
+against GD by ``properties/li2024/test_local_continuation.py``), the right-hand side is the numpy one and the
+Jacobian is the Hessian of :mod:`theory.li2024.curvature`.  Near a change of selection ``μ`` is large and ``D``
+widens by orders of magnitude: the statistics a Section 5 verdict reads then carry that width, and a basin
+the bound cannot resolve is not decided.  For the convex loss ``μ = 0`` and nothing changes.
 """
 from __future__ import annotations
 
@@ -80,6 +83,7 @@ from scipy.integrate import solve_ivp
 
 from theory.core.problem import Problem
 from theory.li2024.analysis import Analysis
+from theory.li2024.curvature import MovementSpace, query_hessians
 from theory.li2024.flow_kernel import flow_rhs
 from theory.li2024.losses import EPS, TokenData, attention, loss_and_grad_scores
 from theory.li2024.provenance import ContinuationFailed, deviation, engine_label, engine_measures, engine_of
@@ -140,9 +144,8 @@ class _Flow:
 
     def __init__(self, problem: Problem, W1: np.ndarray, eta: float, sign: float = 1.0, compiled: bool = True):
         data = TokenData.from_problem(problem)
-        if data.loss != "log" or not data.biorthogonal:
-            raise NotImplementedError("continuation: the log loss under Assumption 1 only (Theorem 1's setting; "
-                                      f"got loss {data.loss!r}, head biorthogonal {data.biorthogonal})")
+        # Theorem 1's setting (the log loss under Assumption 1) is convex: μ = 0, and the compiled kernel applies.
+        self.convex = data.loss == "log" and data.biorthogonal
         self.data, self.E, self.M = data, problem.E, problem.gram
         self.K = problem.K
         self.Q = np.array(sorted(set(data.queries.tolist())), dtype=np.int64)
@@ -155,7 +158,8 @@ class _Flow:
         self.n = self.K * self.nq
         self.evals = 0
         self.segment_limit = MAX_EVALS
-        self.compiled = compiled  # flow_kernel.flow_rhs (the same arithmetic, ~25x faster than rhs_numpy)
+        self.compiled = compiled and self.convex  # flow_kernel.flow_rhs (the same arithmetic, ~25x faster)
+        self.space = MovementSpace(self.M, self.Q)
 
     def scores(self, y):
         A = self.A1.copy()
@@ -195,18 +199,33 @@ class _Flow:
         return self.rhs_numpy(s, y)
 
     def rhs_numpy(self, s, y):
-        """:meth:`rhs` in numpy (the reference the compiled kernel is tested against)."""
+        """:meth:`rhs` in numpy (the reference the compiled kernel is tested against; the only one for a
+        non-convex loss, where ``dD/ds`` carries Grönwall's ``μ D`` too)."""
         A = self.scores(y)
         _, G = loss_and_grad_scores(A, self.data)
         t = np.exp(s)
         out = np.empty(self.n + 1)
         out[:self.n] = self.sign * t * G[:, self.Q].ravel()
-        out[self.n] = self.eta * t * self.hg_norm(A, G)
+        if self.convex:
+            out[self.n] = self.eta * t * self.hg_norm(A, G)
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):  # a state past the loss's domain: non-finite, refused
+                Hq = query_hessians(A, self.data, self.Q)
+                out[self.n] = t * (self.eta * self.hg_norm(A, G, Hq) + self.mu(Hq) * y[self.n])
         return out
 
-    def hg_norm(self, A, G):
-        """``||H g||_F`` with ``g = E^T G E``: ``dA = M G M``, ``dG[:, k] = P_k dA[:, k]``."""
-        P = self.P(A)
+    def mu(self, Hq) -> float:
+        """Grönwall's rate ``μ = max(0, -λ_min(∇²L))`` on the directions W moves in (0 for a convex loss)."""
+        if self.convex:
+            return 0.0
+        if not np.all(np.isfinite(Hq)):
+            return float("inf")
+        return max(0.0, -self.space.least_eigenvalue(Hq))
+
+    def hg_norm(self, A, G, Hq=None):
+        """``||H g||_F`` with ``g = E^T G E``: ``dA = M G M``, ``dG[:, k] = P_k dA[:, k]`` (``P_k`` the Hessian in
+        the scores' column k: :meth:`P` for the convex loss, ``Hq`` from :mod:`theory.li2024.curvature` otherwise)."""
+        P = self.P(A) if Hq is None else Hq
         dA = self.M @ G[:, self.Q] @ self.MQQ  # (M G M)[:, Q] (G is zero outside Q)
         dG = np.zeros((self.K, self.K))
         dG[:, self.Q] = np.einsum("kij,jk->ik", P, dA)
@@ -214,6 +233,12 @@ class _Flow:
 
     def jac(self, s, y):
         A = self.scores(y)
+        if not self.convex:
+            Hq = query_hessians(A, self.data, self.Q)
+            J = np.zeros((self.n + 1, self.n + 1))
+            J[:self.n, :self.n] = -self.sign * np.exp(s) * self.space.block(Hq) @ self.space.T
+            J[self.n, self.n] = np.exp(s) * self.mu(Hq)
+            return J
         PM = self.P(A) @ self.M  # |Q| x K x K
         # J[(i,k),(j,l)] = -(P_k M)[i, j] M[l, k]
         J4 = -np.einsum("kij,lk->ikjl", PM, self.MQQ)
@@ -283,6 +308,8 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
         out[:, done:done + len(pts)] = sol.y
         done += len(pts)
         y = sol.y[:, -1] if len(pts) and pts[-1] == b else sol.sol(b)
+        if not np.all(np.isfinite(y)):  # e.g. a loss that is infinite past some W (log with a broken head)
+            raise FloatingPointError(f"continuation: the state became non-finite by s = {b:.3g}")
         nfev, njev = nfev + int(sol.nfev), njev + int(sol.njev)
         a = b
     flow.segment_limit = MAX_EVALS
