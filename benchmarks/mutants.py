@@ -137,6 +137,14 @@ MUTANTS = [
            "theorem1_statistics(run, analysis, earlier, trend_decides=True)"),
     Mutant("flow-kernel-label-cancels", "the continuation's compiled gradient writes a_y - 1 as it cancels",
            "theory/li2024/flow_kernel.py", "G[lab, c] -= w * other", "G[lab, c] -= w * (1.0 - a[lab])"),
+    Mutant("curvature-second-term-dropped", "the loss's Hessian in the scores forgets the softmax's own curvature",
+           "theory/li2024/curvature.py", "    return J @ F @ J + second", "    return J @ F @ J"),
+    Mutant("section5-bound-without-curvature", "the non-convex continuation's bound drops Grönwall's factor",
+           "theory/li2024/continuation.py", "        return max(0.0, -self.space.least_eigenvalue(Hq))",
+           "        return 0.0"),
+    Mutant("section5-robust-ignores-bound", "Section 5's continued budgets are judged at the nominal state only",
+           "theory/li2024/local_continuation.py", "    d_end, d_mid, d_early = deviation(end), deviation(mid), deviation(early)",
+           "    d_end = d_mid = d_early = 0.0"),
 ]
 
 

@@ -118,3 +118,20 @@ def test_the_decisions_check_refuses_a_planted_continuation(name):
     honest, _ = agreement(p, gd)
     wrong, where = agreement(p, gd, plant=PLANTS[name])
     assert honest <= 1.0 < wrong, (honest, wrong, where)
+
+
+@pytest.mark.theorem("Section 5")
+def test_a_continued_budget_is_not_decided_inside_its_bound(monkeypatch):
+    """Robustness, planted: the transit case is aligned at 2e9 steps-equivalent through the continuation; with
+    every continued checkpoint's bound inflated to 1 (Frobenius units; ``||W|| ~ 20`` there) the selection
+    and the statistics are no longer resolved, and the verdict must not be "aligned" at a continued budget."""
+    from theory.li2024 import local_continuation
+    from theory.li2024.provenance import deviation
+
+    p = Problem.load(TRANSIT)
+    theory = p.replace(head=None, loss="log")
+    outcome, why, r = lc.verdict(p, theory)
+    assert outcome == "aligned" and r["engine"] == "continuation", why
+    monkeypatch.setattr(local_continuation, "deviation", lambda c: deviation(c) and 1.0)
+    outcome, why, r = lc.verdict(p, theory)
+    assert outcome != "aligned", why

@@ -161,7 +161,8 @@ def judge_section5(problem, budget_scale: float = 1.0) -> Verdict:
 
     outcome, why, r = local_convergence.verdict(problem, problem.replace(head=None, loss="log"))
     mapped = {"aligned": Outcome.HOLDS, "not aligned": Outcome.FAILS, "not judged": Outcome.UNDECIDED}[outcome]
-    measures = {k: r[k] for k in ("steps", "eta", "corr_pseudo", "inc_pseudo") if k in r and r[k] is not None}
+    measures = {k: r[k] for k in ("steps", "eta", "corr_pseudo", "inc_pseudo", "engine", "gd_deviation_bound")
+                if k in r and r[k] is not None}
     if r.get("step") is not None:  # the log loss with a broken head runs at a region step: say which kind
         why = f"{why}; step {r['step'].describe()}"
     return Verdict(mapped, measures, budget=int(r.get("steps", 0) or 0), reason_text=why)

@@ -28,7 +28,7 @@ from theory.li2024.analysis import analyze
 from theory.li2024.losses import TokenData, attention, log_sublevel_floor, safe_step, smoothness
 from theory.core.problem import Problem
 from theory.li2024.pseudo import REJECT, SELECT, pseudo_svm, pseudo_tpgs
-from theory.li2024.training import train
+from theory.li2024.training import train, truncate
 
 STEPS = 200_000
 # The raw correlation carries the bounded transient (it converges like 1/log τ; the stress profile saw
@@ -275,15 +275,11 @@ def _through_continuation(p, theory_problem, r, select, reject, note):
     gd = r["traj"]
     tau1 = int(gd.final.step)
     ladder = [b for b in budget_ladder(tau1, lcont.HORIZON) if b > tau1]
-    run, why = lcont.continued(p, gd, ladder)
+    # Most runs decide at the first continued budget: solve to it first, to the horizon only when needed.
+    run, why = lcont.continued(p, gd, ladder[:1])
     if run is None:
         r["continuation_note"] = f" (not escalated: {why})"
         return None
-    if not r["step"].proved:
-        left = region_left(p, run, r["step"])
-        if left is not None:
-            r["continuation_note"] = f" (not escalated: the continued run left its step's region: {left})"
-            return None
     true = analyze(theory_problem, finite=False).svm
     history = []
     if r["not_judged"] is None:
@@ -292,6 +288,17 @@ def _through_continuation(p, theory_problem, r, select, reject, note):
     last = r
     skipped = []  # (budget, why not judged there)
     for b in ladder:
+        if run.final.step < b:
+            run, why = lcont.continued(p, gd, ladder, checked=True)
+            if run is None:
+                last.setdefault("history", history)
+                return "not judged", f"{state} at {last['steps']:.0e} steps-equivalent; past it {why}", last
+        if not r["step"].proved:
+            left = region_left(p, truncate(run, b), r["step"])
+            if left is not None:
+                last.setdefault("history", history)
+                return ("not judged", f"the continued run left its step's region by {b:.0e} steps-equivalent "
+                        f"({left})", last)
         m = lcont.robust_measures(p, run, b, select, reject)
         ps = m["pseudo"]
         last = {"pseudo": ps, "true": true, "W": m["W"], "dW": m["dW"], "steps": m["steps"], "eta": r["eta"],
