@@ -14,9 +14,10 @@ horizon (the margins table of ``benchmarks/RESULTS.md``).  Valid runs: the stres
 at a tenth of the budget before (``W`` held from ``H/100``), and polynomial growth (the ``W^svm`` coefficient
 replaced by ``c(τ₁) (τ/τ₁)^0.35``).
 
-For each problem (log loss, Assumptions 1-2, ``W^svm != 0``; default a few ``examples/`` files of every shape):
-discrete GD (``train(..., engine="auto")``, the compiled engine, warmed up) runs from 0 to ``--start`` steps at
-the safe step; from that state
+For each problem (log loss, Assumptions 1-2, ``W^svm != 0``; default a few ``examples/`` files of every shape,
+and three of Section 5's, ``SECTION5_PROBLEMS``, at Section 5's step, where the continuation's right-hand side is
+the numpy one with the Hessian of Grönwall's factor): discrete GD (``train(..., engine="auto")``, the compiled
+engine, warmed up) runs from 0 to ``--start`` steps at the safe step; from that state
 
 * discrete GD goes on to 10^6 steps (``resume``): its rate is the steps taken over the seconds of its loop;
 * the continuation (:func:`theory.li2024.continuation.continue_flow`, LSODA, rtol 1e-10) goes to 10^6 and to
@@ -45,19 +46,25 @@ from theory.core.problem import Problem  # noqa: E402
 from theory.li2024.analysis import analyze  # noqa: E402
 from theory.li2024.continuation import continue_flow  # noqa: E402
 from theory.li2024.engine import warm_up  # noqa: E402
+from theory.li2024.local_convergence import section5_step  # noqa: E402
 from theory.li2024.losses import safe_step  # noqa: E402
 from theory.li2024.training import resume, train, truncate  # noqa: E402
 
 PROBLEMS = ["theorem1_slow_direction", "theorem1_direction_constant", "scc_above_token",
             "theorem1_finite_error_crossing", "theorem1_direction_transient_peak", "li_cyclic_trial0",
             "gaussian_cond_1.8e4"]
+# Section 5's (non-convex: numpy right-hand side with the Hessian; the last column is then 1 by construction).
+SECTION5_PROBLEMS = ["section5_persistent_misalignment", "section5_counterexample", "section5_log_broken_head"]
 MID, FAR = 10**6, 10**12
 
 
 def measure(path: str, start: int, rounds: int) -> dict:
     p = Problem.load(path)
-    an = analyze(p)
-    eta = safe_step(p)
+    convex = p.loss == "log" and p.assumptions()["head_biorthogonal"]
+    an = analyze(p) if convex else None
+    # Section 5's problems (another loss, or a head that breaks Assumption 1) at Section 5's step; the
+    # continuation's right-hand side is the numpy one there (with the Hessian for Grönwall's factor).
+    eta = safe_step(p) if convex else section5_step(p).eta
     first = train(p, start, eta, analysis=an, engine="auto")
     best = {"gd": np.inf, "mid": np.inf, "far": np.inf, "far_numpy": np.inf}
     continue_flow(p, first, first.final.step * 10)  # the compiled right-hand side's first call compiles it
@@ -68,13 +75,13 @@ def measure(path: str, start: int, rounds: int) -> dict:
         best["mid"] = min(best["mid"], mid.continuation_seconds)
         far = continue_flow(p, first, FAR)
         best["far"] = min(best["far"], far.continuation_seconds)
-        slow = continue_flow(p, first, FAR, compiled=False)  # the numpy right-hand side, the kernel's baseline
+        slow = continue_flow(p, first, FAR, compiled=False) if convex else far  # the kernel's baseline
         best["far_numpy"] = min(best["far_numpy"], slow.continuation_seconds)
     at = {c.step: c for c in gd.checkpoints}
     rel = float(np.linalg.norm(mid.final.W - at[MID].W) / np.linalg.norm(at[MID].W))
     span_mid, span_far = MID - start, FAR - start
-    return {"problem": os.path.basename(path).removesuffix(".json"), "K": p.K, "queries": len(set(p.queries.tolist())),
-            "dim_sfin": an.space.dim, "gd_rate": span_mid / best["gd"], "gd_seconds": best["gd"],
+    return {"problem": os.path.basename(path).removesuffix(".json") + ("" if convex else f" ({p.loss}, Section 5)"),
+            "K": p.K, "queries": len(set(p.queries.tolist())), "dim_sfin": an.space.dim if convex else "-", "gd_rate": span_mid / best["gd"], "gd_seconds": best["gd"],
             "mid_evals": mid.nfev, "mid_jacs": mid.njev, "mid_rate": span_mid / best["mid"],
             "far_evals": far.nfev, "far_jacs": far.njev, "far_seconds": best["far"], "far_rate": span_far / best["far"],
             "far_numpy_evals": slow.nfev, "far_numpy_seconds": best["far_numpy"], "rel_w": rel}
@@ -361,7 +368,7 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--start", type=int, default=10**5)
     ap.add_argument("--markdown", action="store_true")
-    ap.add_argument("--problems", nargs="*", default=[f"examples/{n}.json" for n in PROBLEMS])
+    ap.add_argument("--problems", nargs="*", default=[f"examples/{n}.json" for n in PROBLEMS + SECTION5_PROBLEMS])
     ap.add_argument("--margins", action="store_true", help="the margins table at the continuation's horizons")
     ap.add_argument("--random", type=int, default=20, help="--margins: random valid problems besides the examples")
     ap.add_argument("--rows", help="--margins: print the table from the JSON lines of an earlier run")

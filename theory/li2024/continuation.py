@@ -290,9 +290,11 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
         tol = np.full(flow.n + 1, noise_atol(float(np.exp(b)), atol))
         tol[-1] = 1.0  # D is a tolerance (~1e-5): not error-controlled in practice
         flow.segment_limit = flow.evals + (FALLBACK_EVALS if method == FALLBACK else SEGMENT_EVALS)
+        # The segment's end is always an output point: no dense output of every step is needed (it cost a
+        # quarter of LSODA's per-step time), only the interpolant of the steps that hold an output point.
+        at = pts if len(pts) and pts[-1] == b else np.append(pts, b)
         try:
-            sol = solve_ivp(flow.rhs, (a, b), y, method=method, t_eval=pts, jac=flow.jac, rtol=rtol, atol=tol,
-                            dense_output=True)
+            sol = solve_ivp(flow.rhs, (a, b), y, method=method, t_eval=at, jac=flow.jac, rtol=rtol, atol=tol)
         except _SegmentStall:
             if method == FALLBACK:
                 raise FloatingPointError(f"continuation: {method} stalled too (more than {FALLBACK_EVALS} "
@@ -301,13 +303,12 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
             method = FALLBACK
             methods.append(method)
             flow.segment_limit = flow.evals + FALLBACK_EVALS
-            sol = solve_ivp(flow.rhs, (a, b), y, method=method, t_eval=pts, jac=flow.jac, rtol=rtol, atol=tol,
-                            dense_output=True)
+            sol = solve_ivp(flow.rhs, (a, b), y, method=method, t_eval=at, jac=flow.jac, rtol=rtol, atol=tol)
         if not sol.success:
             raise FloatingPointError(f"continuation: {method} failed: {sol.message}")
-        out[:, done:done + len(pts)] = sol.y
+        out[:, done:done + len(pts)] = sol.y[:, :len(pts)]
         done += len(pts)
-        y = sol.y[:, -1] if len(pts) and pts[-1] == b else sol.sol(b)
+        y = sol.y[:, -1]
         if not np.all(np.isfinite(y)):  # e.g. a loss that is infinite past some W (log with a broken head)
             raise FloatingPointError(f"continuation: the state became non-finite by s = {b:.3g}")
         nfev, njev = nfev + int(sol.nfev), njev + int(sol.njev)

@@ -28,7 +28,7 @@ from theory.li2024.analysis import analyze
 from theory.li2024.losses import TokenData, attention, log_sublevel_floor, safe_step, smoothness
 from theory.core.problem import Problem
 from theory.li2024.pseudo import REJECT, SELECT, pseudo_svm, pseudo_tpgs
-from theory.li2024.training import train, truncate
+from theory.li2024.training import resume, train, truncate
 
 STEPS = 200_000
 # The raw correlation carries the bounded transient (it converges like 1/log τ; the stress profile saw
@@ -111,13 +111,17 @@ def region_left(problem: Problem, traj, step: Step) -> str | None:
     return None
 
 
-def train_section5(problem: Problem, steps: int, step: Step | None = None):
+def train_section5(problem: Problem, steps: int, step: Step | None = None, start=None):
     """``(trajectory, step)``: GD for ``steps`` at ``step`` (default :func:`section5_step`), re-run at the
-    next region floor while the run leaves its region (:func:`region_left`)."""
+    next region floor while the run leaves its region (:func:`region_left`).  ``start``: a shorter run at the
+    same step, resumed instead of trained again (:func:`theory.li2024.training.resume`)."""
     step = step or section5_step(problem)
     while True:
         try:
-            traj = train(problem, steps, step.eta)
+            if start is not None and start.eta == step.eta and not start.normalized:
+                traj = resume(problem, start, steps)
+            else:
+                traj = train(problem, steps, step.eta)
             why = region_left(problem, traj, step)
         except FloatingPointError as exc:
             if step.proved:
@@ -156,7 +160,7 @@ def local_run(problem: Problem, theory_problem: Problem, traj=None, select: floa
             return {"pseudo": ps, "settled": False, "not_judged": "10^4 time units exceed MAX_STEPS",
                     "steps": traj.final.step, "eta": eta, "step": step, "traj": traj}
         if need > traj.final.step:
-            traj, extended = train_section5(p, criteria.budget(ps.svm.norm, eta), step)
+            traj, extended = train_section5(p, criteria.budget(ps.svm.norm, eta), step, start=traj)
             if extended != step:  # the longer run left the region: start over at the smaller step
                 return local_run(p, theory_problem, None, select, reject, extended)
             ps = pseudo_svm(p, traj.final.W, select, reject, name="relaxed head case")
@@ -249,7 +253,7 @@ def _on_gd(p, theory_problem, r, select, reject, note):
     ok, rate = aligned(r)
     history = [(r["steps"], r["corr_pseudo"], rate)]
     while not ok and r["steps"] * 10 <= ESCALATE_MAX:
-        longer, step = train_section5(p, r["steps"] * 10, r["step"])
+        longer, step = train_section5(p, r["steps"] * 10, r["step"], start=r["traj"])
         if step != r["step"]:
             return "not judged", f"the longer run left the region its step holds on ({r['step'].describe()})", r
         r = local_run(p, theory_problem, longer, select, reject, step)
