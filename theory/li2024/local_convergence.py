@@ -13,9 +13,11 @@ CORR_MIN`` and the incremental direction ``W(τ) - W(τ/10)`` passes Theorem 1's
 settled case at 0.976 that a fixed 0.98 threshold rejected).  The claim is local: GD can spend millions
 of steps in transit (seen: a token's attention falling from 0.2 to 1e-3 between 2e5 and 2e6 steps while
 another rises), and there the pseudo-TPG of the moment is not yet the one GD converges to; such runs are
-not judged, with the reason.  The budget is Theorem 1's (``10^4 τ₀`` of the pseudo-TPG's Graph-SVM, at
-least ``STEPS``), and a failed verdict is re-judged at 10x the budget up to ``ESCALATE_MAX`` (see
-:func:`verdict`).
+not judged at that budget.  The budget is Theorem 1's (``10^4 τ₀`` of the pseudo-TPG's Graph-SVM, at
+least ``STEPS``), and a verdict that is not "aligned" there (failed, or a selection still changing) is
+re-judged at 10x the budget through the log-time continuation up to 10^12 steps-equivalent
+(:mod:`theory.li2024.local_continuation`), or on GD up to ``ESCALATE_MAX`` where the continuation's bound did
+not hold over GD's last decade (see :func:`verdict`).
 """
 from __future__ import annotations
 
