@@ -143,6 +143,20 @@ def test_check_answers_every_valid_file(p, tmp_path_factory):
 # ------------------------------------------------------------------------------------------------
 # Regressions: valid files a first user got wrong answers on
 # ------------------------------------------------------------------------------------------------
+def test_the_automaton_does_not_fail_below_theorem1s_regime():
+    """Log loss, default head, nearly collinear embeddings (found by this module's file property): 10^4 τ₀ is
+    6.7e10 steps, so Theorem 1 is undecided at the 1e7 budget; the automaton's leak outside the top SCC was
+    0.55 -> 0.57 from 1e6 to 1e7 steps, and its reject rule called the reading false.  Below 10^4 τ₀ the
+    rejection is undecided, with the reason."""
+    rc, out, _ = run_cli("check", "examples/automaton_near_collinear.json", "--claim", "li2024.automaton",
+                         "--claim", "li2024.theorem1")
+    got = verdicts(out)
+    assert got["li2024.theorem1"]["verdict"] == "undecided", got["li2024.theorem1"]
+    d = got["li2024.automaton"]
+    assert d["verdict"] == "undecided" and "below 10^4 time units" in d["reason"], d
+    assert rc == 0, rc
+
+
 def test_theorem2_holds_on_an_exp_loss_problem_against_its_own_W_fin():
     """exp loss, Assumptions 1-2: the path's finite part tends to the exp loss's W^fin (δ = 1.7080, i.e.
     ±0.854; the log loss's is ±ln 2 / 2 = ±0.3466), so Theorem 2 holds (it was judged against the log
