@@ -143,8 +143,8 @@ MUTANTS = [
            "theory/li2024/continuation.py", "        return max(0.0, -self.space.least_eigenvalue(Hq))",
            "        return 0.0"),
     Mutant("section5-robust-ignores-bound", "Section 5's continued budgets are judged at the nominal state only",
-           "theory/li2024/local_continuation.py", "    d_end, d_mid, d_early = deviation(end), deviation(mid), deviation(early)",
-           "    d_end = d_mid = d_early = 0.0"),
+           "theory/li2024/local_continuation.py", "                             for d in (deviation(end), deviation(mid), deviation(early)))",
+           "                             for d in (0.0, 0.0, 0.0))"),
 ]
 
 

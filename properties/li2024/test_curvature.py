@@ -93,3 +93,54 @@ def test_the_other_losses_have_negative_curvature():
 
         find(problems_and_scores(problems_for(SECTION5)), negative,
              settings=settings(max_examples=500, database=None, derandomize=True))
+
+
+@st.composite
+def flow_states(draw):
+    """A Section 5 problem, a start ``W₁``, a state ``y = (B_Q, D)`` and a log time ``s``."""
+    from theory.li2024.continuation import _Flow
+
+    p = draw(problems_for(SECTION5), label="problem")
+    seed = draw(st.integers(0, 2**16), label="state_seed")
+    scale = draw(st.sampled_from([0.1, 0.5, 1.0]), label="state_scale")
+    rng = np.random.default_rng(seed)
+    flow = _Flow(p, scale * rng.normal(size=(p.d, p.d)), 0.5)
+    y = np.concatenate([scale * rng.normal(size=flow.n), [rng.uniform(0.0, 1e-3)]])
+    return p, flow, y, draw(st.floats(0.0, 25.0), label="s")
+
+
+@pytest.mark.theorem("Section 5")
+@settings(max_examples=scaled(30), deadline=None)
+@given(state=flow_states())
+def test_the_compiled_nonconvex_rhs_agrees_with_numpy(state):
+    """:mod:`theory.li2024.curvature_kernel` against ``_Flow.rhs_numpy`` (the same formulas in numpy).  ``dB/ds``:
+    each entry within ``floor_ulps(K) eps e^s S[j, k]``, ``S`` the natural scale of the gradient's entry (the
+    sum of the absolute terms that make it up, :func:`theory.li2024.losses.loss_grad_and_floor`'s).  ``dD/ds``:
+    within 1e-8 of itself (an eigenvalue and a norm of O(1) matrices at these states: measured agreement
+    1e-15 relative).  A planted step off by 1e-6 in either part must be caught."""
+    from theory.li2024.losses import _per_sample, floor_ulps
+
+    p, flow, y, s = state
+    note_problem(p)
+    with np.errstate(all="ignore"):
+        got, ref = flow.rhs(s, y), flow.rhs_numpy(s, y)
+        A = flow.scores(y)
+        _, _, sigma = _per_sample(A, flow.data, scale=True)
+    if not np.all(np.isfinite(ref)):
+        event("state outside the loss's domain (non-finite reference)")
+        return
+    S = (flow.data.weights[:, None] * sigma).T @ flow.data.query_onehot
+    tol = floor_ulps(p.K) * EPS * np.exp(s) * S[:, flow.Q].ravel()
+    n = flow.n
+    assert np.all(np.abs(got[:n] - ref[:n]) <= tol), (np.max(np.abs(got[:n] - ref[:n]) / np.maximum(tol, 1e-300)),
+                                                      describe(p))
+    assert abs(got[n] - ref[n]) <= 1e-8 * abs(ref[n]), (got[n], ref[n], describe(p))
+    planted = ref.copy()
+    big = int(np.argmax(np.abs(ref[:n]) / np.maximum(tol, 1e-300)))
+    planted[big] *= 1 + 1e-6
+    planted[n] *= 1 + 1e-6
+    resolved = abs(ref[big]) * 1e-6 > 2 * tol[big]
+    event(f"step plant resolved={resolved}")
+    if resolved:
+        assert abs(planted[big] - got[big]) > tol[big]
+    assert ref[n] == 0 or abs(planted[n] - got[n]) > 1e-8 * abs(ref[n])

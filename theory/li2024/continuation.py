@@ -84,6 +84,8 @@ from scipy.integrate import solve_ivp
 from theory.core.problem import Problem
 from theory.li2024.analysis import Analysis
 from theory.li2024.curvature import MovementSpace, query_hessians
+from theory.li2024.curvature_kernel import nonconvex_rhs
+from theory.li2024.engine import LOSS_CODES
 from theory.li2024.flow_kernel import flow_rhs
 from theory.li2024.losses import EPS, TokenData, attention, loss_and_grad_scores
 from theory.li2024.provenance import ContinuationFailed, deviation, engine_label, engine_measures, engine_of
@@ -95,6 +97,11 @@ __all__ = ["Agreement", "ContinuationCheckpoint", "ContinuationFailed", "Continu
            "engine_of", "engine_label", "engine_measures", "deviation", "RTOL", "ATOL", "METHOD", "CONTINUE_MAX_STEPS"]
 
 RTOL, ATOL = 1e-10, 1e-12
+# The absolute tolerance on D for a non-convex loss (``_solve``).  D is a tolerance on W needed to ~1% and is
+# never below one GD step's local error (1e-7 and up on Section 5's problems); 1e-9 and 1e-7 gave the same D
+# to three digits on the transit regression case (4.71e-2 at 2e7..2e12 from GD's state at 2e4), 1e-12 stalled
+# it (more than SEGMENT_EVALS evaluations in the decade of its change of selection).
+D_ATOL = 1e-9
 # A stalled solve raises instead of running on (seen only on the planted defects, whose path leaves the flow's).
 MAX_EVALS = 50_000
 METHOD = "LSODA"
@@ -158,8 +165,13 @@ class _Flow:
         self.n = self.K * self.nq
         self.evals = 0
         self.segment_limit = MAX_EVALS
-        self.compiled = compiled and self.convex  # flow_kernel.flow_rhs (the same arithmetic, ~25x faster)
+        # flow_kernel.flow_rhs (convex) or curvature_kernel.nonconvex_rhs: the same arithmetic, compiled
+        self.compiled = compiled
         self.space = MovementSpace(self.M, self.Q)
+        if not self.convex:
+            self.TZ = np.ascontiguousarray(self.space.T @ self.space.Z)
+            self.code = LOSS_CODES[data.loss]
+            self.H = np.ascontiguousarray(data.H, dtype=float)
 
     def scores(self, y):
         A = self.A1.copy()
@@ -192,6 +204,11 @@ class _Flow:
             raise _SegmentStall(f"continuation: more than {SEGMENT_EVALS} evaluations in one decade")
         if self.evals > MAX_EVALS:
             raise FloatingPointError(f"continuation: more than {MAX_EVALS} evaluations (the integrator stalled)")
+        if self.compiled and not self.convex:
+            d = self.data
+            return nonconvex_rhs(np.ascontiguousarray(y, dtype=float), float(s), self.A1, self.M, self.MQQ, self.Q,
+                                 self.qidx, d.queries, d.log_counts, d.labels, d.weights, self.H, self.code,
+                                 float(self.sign), float(self.eta), self.TZ)
         if self.compiled:
             d = self.data
             return flow_rhs(np.ascontiguousarray(y, dtype=float), float(s), self.A1, self.M, self.MQQ, self.Q,
@@ -288,13 +305,19 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
         if b == ends[-1]:
             pts = s_eval[done:]
         tol = np.full(flow.n + 1, noise_atol(float(np.exp(b)), atol))
-        tol[-1] = 1.0  # D is a tolerance (~1e-5): not error-controlled in practice
+        # D is a tolerance (~1e-5).  Convex loss: a quadrature of a positive integrand riding on B's steps, not
+        # error-controlled.  Non-convex: Grönwall's μ D makes it an exponential growth whose integration error
+        # is not bounded by B's (measured on a square-loss tied-head file: D went negative past 2e10 steps
+        # with it uncontrolled), so there it is error-controlled (D_ATOL).
+        tol[-1] = 1.0 if flow.convex else D_ATOL
         flow.segment_limit = flow.evals + (FALLBACK_EVALS if method == FALLBACK else SEGMENT_EVALS)
         # The segment's end is always an output point: no dense output of every step is needed (it cost a
         # quarter of LSODA's per-step time), only the interpolant of the steps that hold an output point.
         at = pts if len(pts) and pts[-1] == b else np.append(pts, b)
         try:
             sol = solve_ivp(flow.rhs, (a, b), y, method=method, t_eval=at, jac=flow.jac, rtol=rtol, atol=tol)
+        except ValueError as exc:  # BDF's LU of a non-finite Jacobian: a state past the loss's domain
+            raise FloatingPointError(f"continuation: {method} failed: {exc}") from None
         except _SegmentStall:
             if method == FALLBACK:
                 raise FloatingPointError(f"continuation: {method} stalled too (more than {FALLBACK_EVALS} "
@@ -303,7 +326,10 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
             method = FALLBACK
             methods.append(method)
             flow.segment_limit = flow.evals + FALLBACK_EVALS
-            sol = solve_ivp(flow.rhs, (a, b), y, method=method, t_eval=at, jac=flow.jac, rtol=rtol, atol=tol)
+            try:
+                sol = solve_ivp(flow.rhs, (a, b), y, method=method, t_eval=at, jac=flow.jac, rtol=rtol, atol=tol)
+            except ValueError as exc:
+                raise FloatingPointError(f"continuation: {method} failed: {exc}") from None
         if not sol.success:
             raise FloatingPointError(f"continuation: {method} failed: {sol.message}")
         out[:, done:done + len(pts)] = sol.y[:, :len(pts)]

@@ -110,13 +110,17 @@ def robust_measures(problem: Problem, run, steps: int, select: float, reject: fl
     best)``), ``delta`` (``δ(τ)``), and the nominal ``pseudo``, ``same``, ``W``, ``dW``."""
     r = truncate(run, steps)
     end, mid, early = (criteria._at(r, steps / f) for f in (1, 10, 100))
-    d_end, d_mid, d_early = deviation(end), deviation(mid), deviation(early)
+    # A bound that is not a finite nonnegative number resolves nothing (the statistics' intervals go unbounded).
+    d_end, d_mid, d_early = (d if np.isfinite(d) and d >= 0 else np.inf
+                             for d in (deviation(end), deviation(mid), deviation(early)))
     sE = _score_sensitivity(problem)
     ps = pseudo_svm(problem, end.W, select, reject, name="relaxed head case")
     earlier = pseudo_tpgs(problem, mid.W, select, reject)
     same = {k: g.edges for k, g in earlier[0].items()} == {k: g.edges for k, g in ps.graphs.items()}
 
     def certain(W, d):
+        if not np.isfinite(d):
+            return False
         f = float(np.exp(2 * sE * d))
         return f < select / reject and selection(problem, W, min(1.0, select * f), reject / f).n_ambiguous == 0
 
