@@ -142,6 +142,8 @@ MUTANTS = [
     Mutant("section5-bound-without-curvature", "the non-convex continuation's bound drops Grönwall's factor",
            "theory/li2024/continuation.py", "        return max(0.0, -self.space.least_eigenvalue(Hq))",
            "        return 0.0"),
+    Mutant("curvature-kernel-mu-dropped", "the compiled non-convex right-hand side drops Grönwall's factor",
+           "theory/li2024/curvature_kernel.py", "        mu = max(0.0, -lam)", "        mu = 0.0"),
     Mutant("section5-robust-ignores-bound", "Section 5's continued budgets are judged at the nominal state only",
            "theory/li2024/local_continuation.py", "                             for d in (deviation(end), deviation(mid), deviation(early)))",
            "                             for d in (0.0, 0.0, 0.0))"),

@@ -106,7 +106,7 @@ def sample_hessians(A: np.ndarray, data: TokenData) -> np.ndarray:
 
 
 def query_hessians(A: np.ndarray, data: TokenData, Q: np.ndarray) -> np.ndarray:
-    """``H_k = Σ_{q_i = k} w_i ∇²_x ℓ_i`` for each query ``k`` in ``Q`` (|Q| x K x K): the Hessian of ``L`` in
+    """``H_k = Σ_{q_i = k} w_i ∇²_x ℓ_i`` for each query ``k`` in ``Q`` (``|Q| x K x K``): the Hessian of ``L`` in
     the column ``A[:, k]`` (``L`` does not couple two columns)."""
     Hs = data.weights[:, None, None] * sample_hessians(A, data)
     out = np.zeros((len(Q), Hs.shape[1], Hs.shape[2]))
