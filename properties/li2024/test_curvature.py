@@ -40,6 +40,23 @@ def _queries(data):
     return np.array(sorted(set(data.queries.tolist())), dtype=np.int64)
 
 
+def _eigenvalue_rounding(A, data, space) -> float:
+    """A bound on the rounding of ``λ_min`` of the whitened Hessian ``Z^T T^T H T Z``: each Hessian entry is a
+    sum of products of attentions (<= 1) with the loss's ``F`` and ``δ`` entries, exact to ~eps of
+    ``Σ_i w_i (max |F_i| + max |δ_i|)``, and the products with ``T Z`` scale that by ``||T Z||_2^2`` (large when
+    ``M`` is nearly singular).  The factor ``64 K^2`` covers the sums.  The terms' scale, not the Hessian's
+    value: on a constant loss the terms cancel to rounding noise (stress seeds 2980399828, 4069227658)."""
+    from theory.li2024.curvature import _loss_derivatives
+    from theory.li2024.losses import attention
+
+    with np.errstate(all="ignore"):
+        delta, F = _loss_derivatives(attention(A, data), data)
+    terms = data.weights @ (np.abs(F).max(axis=(1, 2)) + np.abs(delta).max(axis=1))
+    TZ = space.T @ space.Z
+    K = A.shape[0]
+    return 64 * K * K * EPS * float(np.nan_to_num(terms, nan=np.inf)) * float(np.linalg.norm(TZ, 2)) ** 2
+
+
 @pytest.mark.theorem("Section 5")
 @settings(max_examples=scaled(30), deadline=None)
 @given(case=problems_and_scores(problems_for(SECTION5)))
@@ -49,18 +66,27 @@ def test_hessian_matches_central_differences_of_the_gradient(case):
     data = TokenData.from_problem(p)
     Q = _queries(data)
     Hq = query_hessians(A, data, Q)
-    # The difference quotient's error: h^2/6 |third derivative| (the loss's derivatives in the scores are O(1) and
-    # its third below 10 for every loss here at these scales) plus the gradient's rounding over 2h.
     _, G0 = loss_and_grad_scores(A, data)
+
+    def quotient(j, k, h):
+        Ap, Am = A.copy(), A.copy()
+        Ap[j, k] += h
+        Am[j, k] -= h
+        return (loss_and_grad_scores(Ap, data)[1][:, k] - loss_and_grad_scores(Am, data)[1][:, k]) / (2 * h)
+
+    # The central quotient's error is c h^2 (the third derivative, which grows like 1/u^3 for -log u with a
+    # small u: a fixed bound failed there, stress seed 2980399828) plus the gradient's rounding over 2h.
+    # Richardson: (4 q(h/2) - q(h))/3 has error O(h^4), and |q(h) - q(h/2)| = (3/4) c h^2 measures the
+    # truncation, so the tolerance is that difference (4/3 of q(h)'s own error, many times the
+    # extrapolation's) plus the rounding term.
     for kq, k in enumerate(Q):
         for j in range(p.K):
-            Ap, Am = A.copy(), A.copy()
-            Ap[j, k] += H_FD
-            Am[j, k] -= H_FD
-            fd = (loss_and_grad_scores(Ap, data)[1][:, k] - loss_and_grad_scores(Am, data)[1][:, k]) / (2 * H_FD)
-            tol = 10 * H_FD**2 + 64 * EPS * (1 + np.abs(G0).max()) / H_FD
-            err = float(np.abs(fd - Hq[kq][:, j]).max())
-            assert err <= tol, f"∂G[:, {k}]/∂A[{j}, {k}]: |Δ| {err:.3g} > {tol:.3g} ({p.loss})\n{describe(p)}"
+            q1, q2 = quotient(j, k, H_FD), quotient(j, k, H_FD / 2)
+            fd = (4 * q2 - q1) / 3
+            tol = np.abs(q1 - q2) + 64 * EPS * (1 + np.abs(G0).max()) / H_FD
+            err = np.abs(fd - Hq[kq][:, j])
+            assert np.all(err <= tol), (f"∂G[:, {k}]/∂A[{j}, {k}]: |Δ| {err.max():.3g} > tolerance "
+                                        f"{tol[err.argmax()]:.3g} ({p.loss})\n{describe(p)}")
     event(f"{p.loss} loss, head biorthogonal={p.assumptions()['head_biorthogonal']}")
 
 
@@ -73,9 +99,10 @@ def test_the_log_loss_under_assumption_1_is_convex(case):
     data = TokenData.from_problem(p)
     Q = _queries(data)
     Hq = query_hessians(A, data, Q)
-    lam = MovementSpace(p.gram, Q).least_eigenvalue(Hq)
-    scale = float(np.abs(MovementSpace(p.gram, Q).hessian_y(Hq)).max())
-    assert lam >= -64 * EPS * max(scale, 1.0), f"λ_min = {lam:.3g} on a convex loss\n{describe(p)}"
+    space = MovementSpace(p.gram, Q)
+    lam = space.least_eigenvalue(Hq)
+    floor = _eigenvalue_rounding(A, data, space)
+    assert lam >= -floor, f"λ_min = {lam:.3g} on a convex loss (rounding {floor:.3g})\n{describe(p)}"
 
 
 def test_the_other_losses_have_negative_curvature():
@@ -116,8 +143,9 @@ def test_the_compiled_nonconvex_rhs_agrees_with_numpy(state):
     """:mod:`theory.li2024.curvature_kernel` against ``_Flow.rhs_numpy`` (the same formulas in numpy).  ``dB/ds``:
     each entry within ``floor_ulps(K) eps e^s S[j, k]``, ``S`` the natural scale of the gradient's entry (the
     sum of the absolute terms that make it up, :func:`theory.li2024.losses.loss_grad_and_floor`'s).  ``dD/ds``:
-    within 1e-8 of itself (an eigenvalue and a norm of O(1) matrices at these states: measured agreement
-    1e-15 relative).  A planted step off by 1e-6 in either part must be caught."""
+    within 1e-8 of itself (measured agreement 1e-15 relative where resolved) plus the rounding of its
+    eigenvalue and norm (:func:`_eigenvalue_rounding`).  A planted change of 1e-6 in either part must be
+    caught where it exceeds twice the tolerance (counted by event)."""
     from theory.li2024.losses import _per_sample, floor_ulps
 
     p, flow, y, s = state
@@ -134,7 +162,17 @@ def test_the_compiled_nonconvex_rhs_agrees_with_numpy(state):
     n = flow.n
     assert np.all(np.abs(got[:n] - ref[:n]) <= tol), (np.max(np.abs(got[:n] - ref[:n]) / np.maximum(tol, 1e-300)),
                                                       describe(p))
-    assert abs(got[n] - ref[n]) <= 1e-8 * abs(ref[n]), (got[n], ref[n], describe(p))
+    # dD/ds = e^s (η ||H g|| + μ D): both terms are computed from the Hessian, whose entries carry a rounding of
+    # ~eps times their scale; that moves μ (an eigenvalue) and ||H g|| by eps x the whitened Hessian's norm
+    # (stress seed 2980399828: a constant loss, G = 0 and the Hessian rounding noise 7.7e-34, dD/ds 2e-50 in
+    # numpy and 0 compiled).  The tolerance is 1e-8 of the value plus that floor.
+    from theory.li2024.training import grad_norm_scores
+
+    with np.errstate(all="ignore"):
+        gnorm = grad_norm_scores(loss_and_grad_scores(A, flow.data)[1], flow.M)
+    floor_D = _eigenvalue_rounding(A, flow.data, flow.space) * np.exp(s) * (abs(y[n]) + 0.5 * gnorm)
+    tol_D = 1e-8 * abs(ref[n]) + floor_D
+    assert abs(got[n] - ref[n]) <= tol_D, (got[n], ref[n], tol_D, describe(p))
     planted = ref.copy()
     big = int(np.argmax(np.abs(ref[:n]) / np.maximum(tol, 1e-300)))
     planted[big] *= 1 + 1e-6
@@ -143,4 +181,7 @@ def test_the_compiled_nonconvex_rhs_agrees_with_numpy(state):
     event(f"step plant resolved={resolved}")
     if resolved:
         assert abs(planted[big] - got[big]) > tol[big]
-    assert ref[n] == 0 or abs(planted[n] - got[n]) > 1e-8 * abs(ref[n])
+    resolved_D = abs(ref[n]) * 1e-6 > 2 * tol_D
+    event(f"D plant resolved={resolved_D}")
+    if resolved_D:
+        assert abs(planted[n] - got[n]) > tol_D
