@@ -145,7 +145,7 @@ MUTANTS = [
     Mutant("curvature-kernel-mu-dropped", "the compiled non-convex right-hand side drops Grönwall's factor",
            "theory/li2024/curvature_kernel.py", "        mu = max(0.0, -lam)", "        mu = 0.0"),
     Mutant("section5-robust-ignores-bound", "Section 5's continued budgets are judged at the nominal state only",
-           "theory/li2024/local_continuation.py", "                             for d in (deviation(end), deviation(mid), deviation(early)))",
+           "theory/li2024/local_continuation.py", "                             for d in (deviation_from_exact(end), deviation_from_exact(mid), deviation_from_exact(early)))",
            "                             for d in (0.0, 0.0, 0.0))"),
 ]
 

@@ -141,6 +141,6 @@ def test_a_continued_budget_is_not_decided_inside_its_bound(monkeypatch):
     theory = p.replace(head=None, loss="log")
     outcome, why, r = lc.verdict(p, theory)
     assert outcome == "aligned" and r["engine"] == "continuation", why
-    monkeypatch.setattr(local_continuation, "deviation", lambda c: deviation(c) and 1.0)
+    monkeypatch.setattr(local_continuation, "deviation_from_exact", lambda c: deviation(c) and 1.0)
     outcome, why, r = lc.verdict(p, theory)
     assert outcome != "aligned", why

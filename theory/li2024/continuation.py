@@ -48,8 +48,8 @@ is non-expansive, so ``||e_{k+1}|| <= ||e_k|| + ||ℓ_k||``.  Since ``dg/du = -H
 ``||H g|| ~ 1/t²``, so ``D`` converges: the whole future deviation of GD from the flow is of the size of one
 GD step at ``τ₁``.  ``H g`` is computed exactly in token space (``dA = M G M``, ``dG[:, k] = P_k dA[:, k]``,
 ``H g = E^T dG E``) and ``D`` is integrated as one more component of the ODE (``dD/ds = η e^s ||H g||``).  The
-continuation's own distance to ``φ`` is ``integration_error``; GD's rounding adds at most
-``eps ||W||`` per step (``gd_rounding``).  :func:`~theory.li2024.provenance.deviation` is the sum of the three; :func:`compare`
+continuation's own distance to ``φ`` is ``integration_error``; GD's rounding adds at most ``ρ`` per step
+(``gd_rounding``, :func:`gd_rounding_per_step`).  :func:`~theory.li2024.provenance.deviation` is the sum of the three; :func:`compare`
 propagates it to the statistics Theorem 1's verdict uses (``properties/li2024/test_continuation.py``).
 
 Scope: plain GD.  The bound above is Theorem 1's setting (the log loss under Assumption 1, whose convexity
@@ -125,7 +125,7 @@ CONTINUE_MAX_STEPS = 10**12
 class ContinuationCheckpoint(Checkpoint):
     """A :class:`theory.li2024.training.Checkpoint` produced by the continuation (``engine``), with what bounds
     its distance to discrete GD at the same step: ``gd_deviation_bound`` (``D(τ)``, module docstring),
-    ``integration_error`` (measured, or None) and ``gd_rounding`` (``eps ||W||`` per step since ``τ₁``)."""
+    ``integration_error`` (measured, or None) and ``gd_rounding`` (:func:`gd_rounding_per_step` per step since ``τ₁``)."""
     engine: str = "continuation"
     gd_deviation_bound: float = 0.0
     integration_error: float | None = None
@@ -269,6 +269,21 @@ class _Solution:
 
     def __init__(self, y, nfev, njev, methods=METHOD):
         self.y, self.nfev, self.njev, self.methods = y, nfev, njev, methods
+
+
+def gd_rounding_per_step(problem: Problem, wmax: float) -> float:
+    """``ρ``: a bound on what one step of the GD engine's rounding moves ``W`` by, ``(K + 2) eps c_E wmax``.
+
+    The engine steps in token space (:mod:`theory.li2024.training`): ``B += s G`` and ``A -= s M G M``, each
+    entry rounded to ``eps`` of its own scale and ``M G M`` a ``K``-term sum per entry; ``W = W(0) - E^T B E``.
+    A score error ``δA`` is a ``W`` error of at most ``||δA|| / σ_min(E)²`` and a ``B`` error one of
+    ``||E||² ||δB||``, so with ``||A||, ||B|| <= ||E||² wmax`` resp. ``wmax / σ_min(E)²`` both are within
+    ``c_E = ||E||² / σ_min(E)²`` times ``(K + 2) eps wmax``.  Measured (stress seed 1557241341, a ce problem
+    at a stationary point, K = 2, ``c_E`` ~ 1): GD's own rounding moved W by 2.2 eps ||W|| per step, where
+    the former charge of ``eps ||W||`` left the continuation's bound 1.5 times short."""
+    sv = np.linalg.svd(problem.E, compute_uv=False)
+    c_E = float(sv[0] ** 2 / sv[-1] ** 2) if sv[-1] > 0 else float("inf")
+    return (problem.K + 2) * EPS * c_E * wmax
 
 
 def noise_atol(t: float, atol: float = ATOL) -> float:
@@ -425,7 +440,7 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
         out.append(ContinuationCheckpoint(int(tau), W, float(L), norm, corr, fe, coef, fit, mass,
                                           float(np.linalg.norm(E.T @ G @ E)), engine="continuation",
                                           gd_deviation_bound=float(y[flow.n]), integration_error=err,
-                                          gd_rounding=float((tau - tau1) * EPS * wmax)))
+                                          gd_rounding=float((tau - tau1) * gd_rounding_per_step(problem, wmax))))
     base.checkpoints += out
     base.nfev, base.njev, base.continuation_seconds = nfev, njev, seconds
     base.method = sol.methods

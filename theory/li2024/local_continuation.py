@@ -16,7 +16,8 @@ regression case: 4.6e-6 to 4.1e-3 between 1.5e6 and 8e6 steps, while GD stayed w
 statistics then carry that width, so a verdict is never decided on a difference the bound does not resolve.
 
 A budget's statistics are judged *robustly* (:func:`robust_measures`): every statistic is replaced by its
-interval over all ``W`` within the bound ``δ`` of the continued state (GD's iterate is one of them), and a
+interval over all ``W`` within the bound ``δ`` of the continued state (exact GD's iterate is one of them:
+``δ = D +`` the integration error, :func:`~theory.li2024.provenance.deviation_from_exact`), and a
 verdict is decided only where the whole interval is on one side of the threshold:
 
 * selection: scores move by at most ``σ = s_E δ`` (``s_E = max_j ||e_j||²``), attention masses by a factor
@@ -33,7 +34,7 @@ import numpy as np
 from theory.core.problem import Problem
 from theory.li2024 import criteria
 from theory.li2024.continuation import CONTINUE_MAX_STEPS, continue_flow
-from theory.li2024.provenance import deviation, engine_of
+from theory.li2024.provenance import deviation, deviation_from_exact, engine_of
 from theory.li2024.pseudo import pseudo_svm, pseudo_tpgs, selection
 from theory.li2024.training import log_checkpoints, truncate
 
@@ -112,7 +113,7 @@ def robust_measures(problem: Problem, run, steps: int, select: float, reject: fl
     end, mid, early = (criteria._at(r, steps / f) for f in (1, 10, 100))
     # A bound that is not a finite nonnegative number resolves nothing (the statistics' intervals go unbounded).
     d_end, d_mid, d_early = (d if np.isfinite(d) and d >= 0 else np.inf
-                             for d in (deviation(end), deviation(mid), deviation(early)))
+                             for d in (deviation_from_exact(end), deviation_from_exact(mid), deviation_from_exact(early)))
     sE = _score_sensitivity(problem)
     ps = pseudo_svm(problem, end.W, select, reject, name="relaxed head case")
     earlier = pseudo_tpgs(problem, mid.W, select, reject)

@@ -6,7 +6,7 @@ below both the judge and the continuation engine.
 """
 from __future__ import annotations
 
-__all__ = ["ContinuationFailed", "deviation", "engine_label", "engine_measures", "engine_of"]
+__all__ = ["ContinuationFailed", "deviation", "deviation_from_exact", "engine_label", "engine_measures", "engine_of"]
 
 
 def engine_of(c) -> str:
@@ -20,6 +20,16 @@ def deviation(c) -> float:
     if engine_of(c) == "gd":
         return 0.0
     return c.gd_deviation_bound + (c.integration_error or 0.0) + c.gd_rounding
+
+
+def deviation_from_exact(c) -> float:
+    """The bound on ``||W_exact - W||_F`` at a checkpoint, ``W_exact`` GD in exact arithmetic (what the theorems
+    speak of): ``D(τ)`` + the measured integration error for a continuation checkpoint, 0 for a GD one.  The
+    float GD engine's own rounding (``gd_rounding``, in :func:`deviation`) matters only where the continuation
+    is compared with that engine's runs; charged linearly over 10^12 steps it would dominate every bound."""
+    if engine_of(c) == "gd":
+        return 0.0
+    return c.gd_deviation_bound + (c.integration_error or 0.0)
 
 
 def engine_label(run) -> str:
