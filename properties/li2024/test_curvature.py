@@ -40,6 +40,14 @@ def _queries(data):
     return np.array(sorted(set(data.queries.tolist())), dtype=np.int64)
 
 
+def _hessians(p, A):
+    """``(data, Q, H_k)`` of problem ``p`` at scores ``A`` (the draw noted for the report)."""
+    note_problem(p)
+    data = TokenData.from_problem(p)
+    Q = _queries(data)
+    return data, Q, query_hessians(A, data, Q)
+
+
 def _eigenvalue_rounding(A, data, space) -> float:
     """A bound on the rounding of ``λ_min`` of the whitened Hessian ``Z^T T^T H T Z``: each Hessian entry is a
     sum of products of attentions (<= 1) with the loss's ``F`` and ``δ`` entries, exact to ~eps of
@@ -62,10 +70,7 @@ def _eigenvalue_rounding(A, data, space) -> float:
 @given(case=problems_and_scores(problems_for(SECTION5)))
 def test_hessian_matches_central_differences_of_the_gradient(case):
     p, A = case
-    note_problem(p)
-    data = TokenData.from_problem(p)
-    Q = _queries(data)
-    Hq = query_hessians(A, data, Q)
+    data, Q, Hq = _hessians(p, A)
     _, G0 = loss_and_grad_scores(A, data)
 
     def quotient(j, k, h):
@@ -95,10 +100,7 @@ def test_hessian_matches_central_differences_of_the_gradient(case):
 @given(case=problems_and_scores(trainable_problems().map(lambda dp: dp.problem)))
 def test_the_log_loss_under_assumption_1_is_convex(case):
     p, A = case
-    note_problem(p)
-    data = TokenData.from_problem(p)
-    Q = _queries(data)
-    Hq = query_hessians(A, data, Q)
+    data, Q, Hq = _hessians(p, A)
     space = MovementSpace(p.gram, Q)
     lam = space.least_eigenvalue(Hq)
     floor = _eigenvalue_rounding(A, data, space)

@@ -184,19 +184,9 @@ class _Flow:
         return B
 
     def P(self, A):
-        """``P_k = Σ_{q_i = k} w_i (diag a_i - a_i a_i^T)`` (|Q| x K x K), the top diagonal entry cancellation-free."""
-        a = attention(A, self.data)
-        m = np.arange(len(a))
-        r = a.argmax(axis=1)
-        S = -a[:, :, None] * a[:, None, :]
-        d = a - a * a
-        off = a.copy()
-        off[m, r] = 0.0
-        d[m, r] = a[m, r] * off.sum(axis=1)  # a_r (1 - a_r) with 1 - a_r = Σ_{j≠r} a_j
-        S[:, np.arange(self.K), np.arange(self.K)] = d
-        out = np.zeros((self.nq, self.K, self.K))
-        np.add.at(out, self.qidx, self.data.weights[:, None, None] * S)
-        return out
+        """``P_k = Σ_{q_i = k} w_i (diag a_i - a_i a_i^T)`` (|Q| x K x K), the top diagonal entry cancellation-free:
+        the log loss's Hessian in the scores under Assumption 1 (:func:`theory.li2024.curvature.query_hessians`)."""
+        return query_hessians(A, self.data, self.Q)
 
     def rhs(self, s, y):
         self.evals += 1

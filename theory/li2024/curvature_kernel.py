@@ -23,11 +23,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from theory.li2024.engine import LOSS_CODES
 from theory.li2024.flow_kernel import _attention, _grad_norm_scores, _scores
 
 __all__ = ["nonconvex_rhs"]
 
-LOG, CE, SQUARE, EXP, LSQ = 1, 2, 3, 4, 5  # theory.li2024.engine.LOSS_CODES
+# The engine's codes, read once at import: numba compiles module globals as constants.
+LOG, CE, SQUARE, LSQ = LOSS_CODES["log"], LOSS_CODES["ce"], LOSS_CODES["square"], LOSS_CODES["lsq"]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
