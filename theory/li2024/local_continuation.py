@@ -33,7 +33,7 @@ import numpy as np
 
 from theory.core.problem import Problem
 from theory.li2024 import criteria
-from theory.li2024.continuation import CONTINUE_MAX_STEPS, continue_flow
+from theory.li2024.continuation import CONTINUE_MAX_STEPS, _score_sensitivity, continue_flow
 from theory.li2024.provenance import deviation, deviation_from_exact, engine_of
 from theory.li2024.pseudo import pseudo_svm, pseudo_tpgs, selection
 from theory.li2024.training import log_checkpoints, truncate
@@ -41,11 +41,6 @@ from theory.li2024.training import log_checkpoints, truncate
 __all__ = ["HORIZON", "agreement", "continued", "robust_measures"]
 
 HORIZON = CONTINUE_MAX_STEPS
-
-
-def _score_sensitivity(problem: Problem) -> float:
-    r = float(np.linalg.norm(problem.E, axis=1).max())
-    return r * r
 
 
 def agreement(problem: Problem, gd, *, plant: dict | None = None) -> tuple[float, str]:
