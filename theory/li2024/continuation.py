@@ -102,6 +102,14 @@ RTOL, ATOL = 1e-10, 1e-12
 # to three digits on the transit regression case (4.71e-2 at 2e7..2e12 from GD's state at 2e4), 1e-12 stalled
 # it (more than SEGMENT_EVALS evaluations in the decade of its change of selection).
 D_ATOL = 1e-9
+# ... and relative to D's value at the decade's start, past D_ATOL.  Late, ``||H g||`` is evaluated on a gradient
+# whose in-SCC entries are exact only to ~eps of their O(1) terms (noise_atol): dD/ds carries a noise of
+# ~eps t λ per unit of s that no step size resolves below D_ATOL, and the error control chased it (stress seed
+# 777777, ce with a broken head: 9 of 680 solves stalled at 10^10-10^11 steps-equivalent, 21 s of the
+# property's 45).  D is a tolerance needed to a few per cent: at 1e-3 the same nine solves finish in ~1500
+# evaluations with D within 3% of the D_ATOL-controlled one where that one finished (288 against 279, 0.24
+# against 0.238 at 2e12); at 1e-2 D drifted by up to 3x.
+D_RTOL = 1e-3
 # A stalled solve raises instead of running on (seen only on the planted defects, whose path leaves the flow's).
 MAX_EVALS = 50_000
 METHOD = "LSODA"
@@ -115,6 +123,10 @@ FALLBACK = "BDF"
 # BDF's own cap per decade: the same case's last decades cost it 1000-5000 evaluations (its error control
 # meets the right-hand side's rounding noise there); beyond this the decade fails (ContinuationFailed).
 FALLBACK_EVALS = 20_000
+# A non-convex flow's BDF decade gets SEGMENT_EVALS: on stress seed 777777 (Section 5's two properties, 1466
+# solves) the fallback finished once, in 4176 evaluations, and stalled 6 times at 20000 (14 s of the
+# relaxed-head property's 36; GD's fallback decides those draws as where the continuation is refused).
+NONCONVEX_FALLBACK_EVALS = SEGMENT_EVALS
 # The decisions' horizon through the continuation (issue 37: at least 10^12 steps-equivalent).  At 10^12 the
 # direction's log time L = ln(τ/τ₀) is ~2.4x what 10^7 steps reach on a τ₀ ~ 10 problem (the trend's lever
 # ln(L₂/L₁) per decade shrinks like 1/L, so the budgets past it add little power per solve).
@@ -165,6 +177,7 @@ class _Flow:
         self.n = self.K * self.nq
         self.evals = 0
         self.segment_limit = MAX_EVALS
+        self.fallback_evals = FALLBACK_EVALS if self.convex else NONCONVEX_FALLBACK_EVALS
         # flow_kernel.flow_rhs (convex) or curvature_kernel.nonconvex_rhs: the same arithmetic, compiled
         self.compiled = compiled
         self.space = MovementSpace(self.M, self.Q)
@@ -313,9 +326,9 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
         # D is a tolerance (~1e-5).  Convex loss: a quadrature of a positive integrand riding on B's steps, not
         # error-controlled.  Non-convex: Grönwall's μ D makes it an exponential growth whose integration error
         # is not bounded by B's (measured on a square-loss tied-head file: D went negative past 2e10 steps
-        # with it uncontrolled), so there it is error-controlled (D_ATOL).
-        tol[-1] = 1.0 if flow.convex else D_ATOL
-        flow.segment_limit = flow.evals + (FALLBACK_EVALS if method == FALLBACK else SEGMENT_EVALS)
+        # with it uncontrolled), so there it is error-controlled (D_ATOL, D_RTOL).
+        tol[-1] = 1.0 if flow.convex else max(D_ATOL, D_RTOL * y[-1])
+        flow.segment_limit = flow.evals + (flow.fallback_evals if method == FALLBACK else SEGMENT_EVALS)
         # The segment's end is always an output point: no dense output of every step is needed (it cost a
         # quarter of LSODA's per-step time), only the interpolant of the steps that hold an output point.
         at = pts if len(pts) and pts[-1] == b else np.append(pts, b)
@@ -325,16 +338,19 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
             raise FloatingPointError(f"continuation: {method} failed: {exc}") from None
         except _SegmentStall:
             if method == FALLBACK:
-                raise FloatingPointError(f"continuation: {method} stalled too (more than {FALLBACK_EVALS} "
+                raise FloatingPointError(f"continuation: {method} stalled too (more than {flow.fallback_evals} "
                                          f"evaluations in one decade)") from None
             nfev += SEGMENT_EVALS
             method = FALLBACK
             methods.append(method)
-            flow.segment_limit = flow.evals + FALLBACK_EVALS
+            flow.segment_limit = flow.evals + flow.fallback_evals
             try:
                 sol = solve_ivp(flow.rhs, (a, b), y, method=method, t_eval=at, jac=flow.jac, rtol=rtol, atol=tol)
             except ValueError as exc:
                 raise FloatingPointError(f"continuation: {method} failed: {exc}") from None
+            except _SegmentStall:  # else it would leave with LSODA's message
+                raise FloatingPointError(f"continuation: {method} stalled too (more than {flow.fallback_evals} "
+                                         f"evaluations in one decade)") from None
         if not sol.success:
             raise FloatingPointError(f"continuation: {method} failed: {sol.message}")
         out[:, done:done + len(pts)] = sol.y[:, :len(pts)]
