@@ -143,18 +143,24 @@ def test_check_answers_every_valid_file(p, tmp_path_factory):
 # ------------------------------------------------------------------------------------------------
 # Regressions: valid files a first user got wrong answers on
 # ------------------------------------------------------------------------------------------------
-def test_the_automaton_does_not_fail_below_theorem1s_regime():
+def test_theorem1_and_the_automaton_are_judged_at_their_regime_past_gds_budget():
     """Log loss, default head, nearly collinear embeddings (found by this module's file property): 10^4 τ₀ is
-    6.7e10 steps, so Theorem 1 is undecided at the 1e7 budget; the automaton's leak outside the top SCC was
-    0.55 -> 0.57 from 1e6 to 1e7 steps, and its reject rule called the reading false.  Below 10^4 τ₀ the
-    rejection is undecided, with the reason."""
+    6.7e10 steps, past GD's cap of 1e7.  Theorem 1 was undecided there, and the automaton's leak outside the
+    top SCC, 0.55 -> 0.57 from 1e6 to 1e7 steps (below the regime), was called a failure of the reading.
+    Both decisions now start at the continuation's first budget at or past 10^4 τ₀ (1e11) and hold there;
+    with a horizon below 10^4 τ₀ (``--budget-scale 0.01``: 1e10 steps-equivalent) both are undecided, with the reason."""
     rc, out, _ = run_cli("check", "examples/automaton_near_collinear.json", "--claim", "li2024.automaton",
                          "--claim", "li2024.theorem1")
     got = verdicts(out)
-    assert got["li2024.theorem1"]["verdict"] == "undecided", got["li2024.theorem1"]
-    d = got["li2024.automaton"]
-    assert d["verdict"] == "undecided" and "below 10^4 time units" in d["reason"], d
     assert rc == 0, rc
+    for claim in ("li2024.theorem1", "li2024.automaton"):
+        d = got[claim]
+        assert d["verdict"] == "holds" and d["budget"] >= 6.7e10, d
+        assert d["measures"]["engine"] == "continuation", d["measures"]
+    rc, out, _ = run_cli("check", "examples/automaton_near_collinear.json", "--claim", "li2024.automaton",
+                         "--claim", "li2024.theorem1", "--budget-scale", "0.01")
+    for claim, d in verdicts(out).items():
+        assert d["verdict"] == "undecided" and "exceed GD's budget" in d["reason"], d
 
 
 def test_theorem2_holds_on_an_exp_loss_problem_against_its_own_W_fin():

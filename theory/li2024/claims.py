@@ -89,10 +89,39 @@ def judge_theorem1(problem, budget_scale: float = 1.0) -> Verdict:
         return criteria.finite_convergence_decide(train(problem, steps, eta, analysis=an),
                                                   _extend(problem, an, budget_scale), max_steps=cap)[0]
     steps, need = criteria.run_budget(an, eta, W0)
-    if need > cap:
-        return _undecided(f"10^4 time units ({need:.3g} steps) exceed the budget ({cap})", need=need)
-    return criteria.theorem1_decide(train(problem, steps, eta, analysis=an), an, _extend(problem, an, budget_scale),
-                                    max_steps=cap)[0]
+    esc = _extend(problem, an, budget_scale)
+    run = _first_run(problem, an, eta, steps, need, cap, esc)
+    if isinstance(run, Verdict):
+        return run
+    return criteria.theorem1_decide(run, an, esc, max_steps=cap)[0]
+
+
+def _first_run(problem, an, eta, steps, need, cap, esc):
+    """The run at the first budget of a decision from ``W(0) = 0``: GD's (``steps``) where ``10^4 τ₀`` (``need``)
+    is within GD's cap; past it, GD's run continued (where the continuation agreed with GD over GD's last
+    decade) straight to the first budget of the continuation's ladder at or past ``need``, where the decision
+    starts.  An undecided :class:`Verdict` where the continuation is refused or ``need`` is past its horizon.
+    (Nearly collinear embeddings: examples/automaton_near_collinear.json has ``10^4 τ₀ = 6.7e10`` steps,
+    undecided on GD's budget of 1e7.)"""
+    from theory.core.decision import budget_ladder
+    from theory.li2024.provenance import ContinuationFailed
+    from theory.li2024.training import train
+
+    gd = train(problem, steps, eta, analysis=an) if need <= esc.horizon else None
+    if need <= cap:
+        return gd
+    beyond = f"10^4 time units ({need:.3g} steps) exceed GD's budget ({cap})"
+    if gd is None:
+        return _undecided(f"{beyond} and the continuation's horizon ({esc.horizon})", need=need)
+    if not esc.reach(gd):
+        return _undecided(f"{beyond}, and the continuation is not used: {esc.disagreement(gd)}", need=need)
+    first = next((b for b in budget_ladder(int(gd.final.step), esc.horizon) if b >= need), None)
+    if first is None:
+        return _undecided(f"{beyond} and the continuation's last budget", need=need)
+    try:
+        return esc(gd, first)
+    except ContinuationFailed as exc:
+        return _undecided(f"{beyond}, and the continuation failed before them: {exc}", need=need)
 
 
 def judge_theorem2(problem, budget_scale: float = 1.0) -> Verdict:
@@ -145,7 +174,6 @@ def judge_automaton(problem, budget_scale: float = 1.0) -> Verdict:
     from theory.li2024.analysis import analyze
     from theory.li2024.automaton import automaton_decide
     from theory.li2024.losses import safe_step
-    from theory.li2024.training import train
 
     an = analyze(problem)
     if an.svm.norm == 0:
@@ -154,8 +182,11 @@ def judge_automaton(problem, budget_scale: float = 1.0) -> Verdict:
     contexts = [list(s) for s in dict.fromkeys(tuple(s) for s in problem.sequences)]
     cap = max(criteria.MIN_STEPS, int(criteria.ESCALATE_MAX_STEPS * budget_scale))
     steps, need = criteria.run_budget(an, eta, np.zeros((problem.d, problem.d)))
-    traj = train(problem, steps, eta, analysis=an)
-    v = automaton_decide(traj, an, contexts, _extend(problem, an, budget_scale), max_steps=cap)[0]
+    esc = _extend(problem, an, budget_scale)
+    traj = _first_run(problem, an, eta, steps, need, cap, esc)
+    if isinstance(traj, Verdict):
+        return traj
+    v = automaton_decide(traj, an, contexts, esc, max_steps=cap)[0]
     # The reading is Theorem 1's limit: a leak that has not started to fall below 10^4 τ₀ says nothing about
     # it, so a rejection there is not a failure (examples/automaton_near_collinear.json: τ₀ ≈ 6.7e6 steps, the
     # leak 0.55 -> 0.57 at 1e6 -> 1e7 steps was judged "fails" while Theorem 1 on the same file was undecided
