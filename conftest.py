@@ -13,13 +13,29 @@ Profiles (choose with ``--hypothesis-profile=NAME``; default ``ci``):
   machine".  Without the variable nothing changes.
 
 Training properties set ``deadline=None`` themselves: a GD run is slow by nature, not by accident.
+
+One BLAS thread per process: the suite's matrices are K x K with K <= 12, far below what a second thread
+speeds up, and under ``pytest -n 2`` on two cores each worker's OpenBLAS kept a second thread spinning
+(stress seed 777777, the Theorem 1, automaton and Section 5 modules: 116 s of wall with the default two
+threads per process, 78 s with one; Theorem 1's wrong-target calibration 26 s -> 14 s).  A value the user
+set in the environment is kept.
 """
-from pathlib import Path
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # for the libraries loaded from here on, and the xdist workers
+
+from pathlib import Path  # noqa: E402
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 import suite_db
+
+if os.environ["OPENBLAS_NUM_THREADS"] == "1":  # the BLAS libraries loaded before this file (numpy's)
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
 
 # Collects every run's results and writes reports/<run-id>/index.html (see reports/plugin.py).
 pytest_plugins = ["reports.plugin"]

@@ -148,22 +148,24 @@ def test_criterion_rejects_a_wrong_target(data):
     not have (deep run, seed 2734502900: 0.2149 then 0.2001 at 4.6e5 and 4.6e6 steps, undecided).)
 
     The true target is decided as the property decides it (:func:`theory.li2024.criteria.theorem1_decide`),
-    and the wrong targets by the same procedure on the same recorded run (resumed past it if they need more
-    budgets): they must be *rejected* (confirmed at two budgets), not merely left undecided."""
+    and the wrong targets by the same procedure on the same runs (one escalation, whose continuation and GD
+    runs serve every target, validated against the truth): they must be *rejected* (confirmed at two
+    budgets), not merely left undecided."""
     from dataclasses import replace
 
     dp = data.draw(theorem_problems, label="problem")
     p = dp.problem
     W0 = data.draw(initial_weights(p.d), label="W0")
     an, traj = run_theorem1(p, W0, 1.0)
-    truth, judged = criteria.theorem1_decide(traj, an, extender(p, an))
+    esc = extender(p, an)  # the wrong targets are decided on the truth's runs: the escalation keeps each once
+    truth, _ = criteria.theorem1_decide(traj, an, esc)
     if truth.outcome is criteria.Outcome.UNDECIDED:
         not_judged("truth undecided at the maximum budget")
     assert truth.passed, f"precondition: the true target holds: {truth}\nproblem file: {describe(p)}"
     event(f"budgets the truth used={len(truth.history)}")
 
     def verdict(target):
-        return criteria.theorem1_decide(traj, target, extender(p, an, recorded=judged))[0]
+        return criteria.theorem1_decide(traj, target, esc)[0]
 
     wrong_svm = replace(an.svm, W=an.svm.norm * wrong_direction(an, 35.0, data.draw(st.integers(0, 99), label="seed")))
     v = verdict(replace(an, svm=wrong_svm))
@@ -195,7 +197,8 @@ def test_criterion_rejects_a_stalled_run(data):
     first = traj.final.step
     if criteria.escalation_steps(first) is None:
         not_judged("no second budget under the step cap")
-    esc = extender(p, an)
+    # The continuation's horizon is the second budget: nothing past it is read (a solve to 10^12 would be).
+    esc = Escalation(p, an, horizon=criteria.escalation_steps(first))
     longer = esc(traj, criteria.escalation_steps(first))
     frozen = stalled(longer, first / 10)
     v, _ = criteria.theorem1_decide(truncate(frozen, first), an, gd_extender(p, an, recorded=frozen),
@@ -229,13 +232,14 @@ def test_direction_trend_rejects_a_slightly_wrong_target(data):
     an, traj = run_theorem1(p, np.zeros((p.d, p.d)), 1.0)
     if traj.final.step > criteria.MIN_STEPS:
         not_judged("budget above MIN_STEPS (the escalations would be 10x and 100x that)")
-    truth, recorded = criteria.theorem1_decide(traj, an, extender(p, an))
+    esc = extender(p, an)  # the wrong target is decided on the truth's runs
+    truth, _ = criteria.theorem1_decide(traj, an, esc)
     if truth.outcome is criteria.Outcome.UNDECIDED:
         not_judged("truth undecided at the maximum budget")
     assert truth.passed, f"precondition: the true target holds: {truth}\nproblem file: {describe(p)}"
     angle = data.draw(st.sampled_from(TREND_ANGLES), label="angle")
     wrong = replace(an, svm=replace(an.svm, W=an.svm.norm * wrong_direction(an, angle, data.draw(st.integers(0, 99), label="seed"))))
-    v, _ = criteria.theorem1_decide(traj, wrong, extender(p, an, recorded=recorded))
+    v, _ = criteria.theorem1_decide(traj, wrong, esc)
     gamma = v.measures.get("direction_trend")
     event(f"wrong target {angle:g}° decided at budget {len(v.history)}: {v.outcome.value}")
     record_margins(v, "planted", only=("direction",))

@@ -177,10 +177,11 @@ def _scc_membership(analysis: Analysis) -> np.ndarray:
 
 
 def top_scc_mass(A: np.ndarray, problem: Problem, membership: np.ndarray) -> float:
+    """``min_i max_C Σ_{t ∈ C} a_i[t]``: the least, over samples, of the largest attention one SCC of the
+    sample's query graph receives (``membership`` from :func:`_scc_membership`)."""
     a = sample_attention(A, problem)  # per sample, so rows align with ``membership``
-    best = [np.bincount(membership[i][membership[i] >= 0], weights=a[i][membership[i] >= 0]).max()
-            for i in range(problem.n)]
-    return float(min(best))
+    onehot = membership[:, :, None] == np.arange(int(membership.max()) + 1)  # n x K x C; absent tokens (-1): none
+    return float((a[:, :, None] * onehot).sum(axis=1).max(axis=1).min())
 
 
 def train(problem: Problem, steps: int, eta: float, normalized: bool = False, W0: np.ndarray | None = None,
