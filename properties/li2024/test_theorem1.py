@@ -20,7 +20,8 @@ from theory.li2024 import criteria
 from theory.li2024.analysis import analyze
 from theory.li2024.losses import safe_step
 from theory.core.problem import Problem
-from theory.li2024.continuation import Escalation, engine_of
+from theory.core.decision import budget_ladder
+from theory.li2024.continuation import CONTINUE_MAX_STEPS, Escalation, engine_of
 from theory.li2024.training import resume, train, truncate
 from properties.li2024.runs import initial_weights, run_theorem1, step_fractions, theorem_problems
 from theory.li2024.plants import wrong_direction
@@ -91,7 +92,7 @@ def test_gd_log_loss_converges_to_svm_direction_and_finite_part(data, fraction):
     dp = data.draw(theorem_problems, label="problem")
     p = dp.problem
     W0 = data.draw(initial_weights(p.d), label="W0")
-    an, traj = run_theorem1(p, W0, fraction)
+    an, traj = run_theorem1(p, W0, fraction, beyond_gd=True)
     note_problem(p, an)
     assert an.svm.norm > 0, f"strategy promised a ⇒ edge: {describe(p)}"
     verdict, traj = criteria.theorem1_decide(traj, an, extender(p, an))
@@ -156,7 +157,9 @@ def test_criterion_rejects_a_wrong_target(data):
     dp = data.draw(theorem_problems, label="problem")
     p = dp.problem
     W0 = data.draw(initial_weights(p.d), label="W0")
-    an, traj = run_theorem1(p, W0, 1.0)
+    an, traj = run_theorem1(p, W0, 1.0, beyond_gd=True)
+    if len(budget_ladder(int(traj.final.step), CONTINUE_MAX_STEPS)) < 2:
+        not_judged("no second budget past 10^4 time units (a rejection needs two)")
     esc = extender(p, an)  # the wrong targets are decided on the truth's runs: the escalation keeps each once
     truth, _ = criteria.theorem1_decide(traj, an, esc)
     if truth.outcome is criteria.Outcome.UNDECIDED:

@@ -103,8 +103,6 @@ def _first_run(problem, an, eta, steps, need, cap, esc):
     starts.  An undecided :class:`Verdict` where the continuation is refused or ``need`` is past its horizon.
     (Nearly collinear embeddings: examples/automaton_near_collinear.json has ``10^4 τ₀ = 6.7e10`` steps,
     undecided on GD's budget of 1e7.)"""
-    from theory.core.decision import budget_ladder
-    from theory.li2024.provenance import ContinuationFailed
     from theory.li2024.training import train
 
     gd = train(problem, steps, eta, analysis=an) if need <= esc.horizon else None
@@ -113,15 +111,8 @@ def _first_run(problem, an, eta, steps, need, cap, esc):
     beyond = f"10^4 time units ({need:.3g} steps) exceed GD's budget ({cap})"
     if gd is None:
         return _undecided(f"{beyond} and the continuation's horizon ({esc.horizon})", need=need)
-    if not esc.reach(gd):
-        return _undecided(f"{beyond}, and the continuation is not used: {esc.disagreement(gd)}", need=need)
-    first = next((b for b in budget_ladder(int(gd.final.step), esc.horizon) if b >= need), None)
-    if first is None:
-        return _undecided(f"{beyond} and the continuation's last budget", need=need)
-    try:
-        return esc(gd, first)
-    except ContinuationFailed as exc:
-        return _undecided(f"{beyond}, and the continuation failed before them: {exc}", need=need)
+    run, why = esc.first_at(gd, need)
+    return run if run is not None else _undecided(f"{beyond}, and {why}", need=need)
 
 
 def judge_theorem2(problem, budget_scale: float = 1.0) -> Verdict:

@@ -706,6 +706,22 @@ class Escalation:
         worst = max((a for a in got if not a.agrees), key=lambda a: a.excess)
         return f"{worst} over [{_gd_part(run).final.step // 10}, {_gd_part(run).final.step}]"
 
+    def first_at(self, gd, need: float) -> tuple[Trajectory | None, str]:
+        """``(run, "")``: ``gd`` continued straight to the first budget of its ladder at or past ``need`` (a
+        decision's first budget where ``10^4 τ₀`` is past what GD runs), or ``(None, why)`` where the
+        continuation is not used on ``gd`` (:meth:`check`), ``need`` is past its ladder, or it failed first."""
+        from theory.core.decision import budget_ladder
+
+        if not self.reach(gd):
+            return None, f"the continuation is not used: {self.disagreement(gd)}"
+        first = next((b for b in budget_ladder(int(gd.final.step), self.horizon) if b >= need), None)
+        if first is None:
+            return None, f"past the continuation's last budget ({self.horizon})"
+        try:
+            return self(gd, first), ""
+        except ContinuationFailed as exc:
+            return None, f"the continuation failed before them: {exc}"
+
     def _to_top(self, gd) -> Trajectory | None:
         """The continuation from ``gd`` to the last budget of its ladder (the ``τ₁ 10^k`` nearest ``horizon``),
         solved once per GD run and cut at each budget below it (one solve instead of one per budget; the
