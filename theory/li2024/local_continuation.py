@@ -125,6 +125,8 @@ def robust_measures(problem: Problem, run, steps: int, select: float, reject: fl
         if not np.isfinite(d):
             return False
         f = float(np.exp(2 * sE * d))
+        if not reject / f > 0:  # f past ~1e305: every attention in (0, 1] is within reach
+            return False
         return selection(problem, W, min(1.0, select * f), reject / f).n_ambiguous == 0
 
     out = {"pseudo": ps, "same": same, "W": end.W, "dW": end.W - mid.W, "steps": int(end.step), "delta": d_end,
