@@ -124,7 +124,8 @@ def robust_measures(problem: Problem, run, steps: int, select: float, reject: fl
         # steps on, ambiguous at every budget to 2e12, is aligned at 2e9 without it.)
         if not np.isfinite(d):
             return False
-        f = float(np.exp(2 * sE * d))
+        with np.errstate(over="ignore"):
+            f = float(np.exp(2 * sE * d))
         if not reject / f > 0:  # f past ~1e305: every attention in (0, 1] is within reach
             return False
         return selection(problem, W, min(1.0, select * f), reject / f).n_ambiguous == 0
