@@ -44,6 +44,15 @@ def _count(v, what: str):
         event(f"{what} undecided: {why[:60]}")
 
 
+# The judged share of a property drawing disagreeing_problems(): the strategy rejects the draws whose two
+# SVMs are under min_angle apart, 35 of 95 at a random seed (63% kept).  A property stops after its
+# max_examples judged draws, so its share is a negative-binomial sample: against the default floor of 50%,
+# 9% of stress runs (8 judged) fail with nothing wrong (main job, a fresh seed: test_kq_gd_claim_on_a_drawn_problem,
+# 8 of 17); against 25%, under 1e-4 for stress and deep, while a strategy that rejects 3 draws in 4 still fails.
+DISAGREEING_FLOOR = 0.25
+
+
+@pytest.mark.judged(floor=DISAGREEING_FLOOR)
 @given(p=disagreeing_problems())
 @settings(deadline=None, max_examples=scaled(4))
 def test_path_certificate_is_scale_invariant_and_can_fail(p):
@@ -232,6 +241,7 @@ def test_kq_path_holds_on_the_control(p):
     assert v.outcome is Outcome.HOLDS, v.reason
 
 
+@pytest.mark.judged(floor=DISAGREEING_FLOOR)
 @given(p=disagreeing_problems())
 @settings(deadline=None, max_examples=scaled(1))
 def test_kq_gd_claim_on_a_drawn_problem(p):
