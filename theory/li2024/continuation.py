@@ -28,7 +28,8 @@ The engine.
   ``||W||`` over 10^5..10^7 steps, so the integrator must sit at least ~100x under it; ``1e-10`` does, and is
   still ~10^6 ulps, so the error control does not chase rounding.  ``ATOL`` matters only for entries of
   ``B`` that stay near 0.  Late, ``atol`` is raised to the right-hand side's own rounding noise,
-  ``eps t`` (:func:`noise_atol`), decade by decade of ``t``; the quadrature ``D`` is not error-controlled.
+  ``eps t`` (:func:`noise_atol`), decade by decade of ``t``; the quadrature ``D`` is not error-controlled for the
+  convex loss, and controlled to ``max(D_ATOL, D_RTOL D)`` for the others (Grönwall's growth, below).
   The integrator's error is *measured*, not assumed: ``estimate_error=True``
   solves again at ``rtol/100, atol/100`` and records the difference per checkpoint
   (``integration_error``, in Frobenius units of ``W``).
@@ -309,9 +310,10 @@ class _SegmentStall(FloatingPointError):
 
 
 def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float, atol: float) -> _Solution:
-    """Integrate decade by decade of ``t`` (each with :func:`noise_atol` at its end; the quadrature ``D`` rides
-    on ``B``'s steps and is not error-controlled: it is a tolerance, needed to a few per cent).  A decade that
-    stalls (SEGMENT_EVALS) is solved again by FALLBACK, and so is the rest (``methods`` says which ran)."""
+    """Integrate decade by decade of ``t`` (each with :func:`noise_atol` at its end; the bound ``D`` is a tolerance,
+    needed to a few per cent: it rides on ``B``'s steps for the convex loss and is controlled to
+    ``max(D_ATOL, D_RTOL D)`` for the others).  A decade that stalls (SEGMENT_EVALS) is solved again by
+    FALLBACK, with ``flow.fallback_evals``, and so is the rest (``methods`` says which ran)."""
     y = np.zeros(flow.n + 1)
     out = np.empty((flow.n + 1, len(s_eval)))
     nfev = njev = 0
