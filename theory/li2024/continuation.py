@@ -29,7 +29,8 @@ The engine.
   still ~10^6 ulps, so the error control does not chase rounding.  ``ATOL`` matters only for entries of
   ``B`` that stay near 0.  Late, ``atol`` is raised to the right-hand side's own rounding noise,
   ``eps t`` (:func:`noise_atol`), decade by decade of ``t``; the quadrature ``D`` is not error-controlled for the
-  convex loss, and controlled to ``max(D_ATOL, D_RTOL D)`` for the others (Grönwall's growth, below).
+  convex loss, and controlled to ``max(D_ATOL, D_RTOL D)`` for the others (Grönwall's growth, below), inside
+  the implicit solve or, where that stalls, over its accepted states (``_bound``).
   The integrator's error is *measured*, not assumed: ``estimate_error=True``
   solves again at ``rtol/100, atol/100`` and records the difference per checkpoint
   (``integration_error``, in Frobenius units of ``W``).
@@ -178,7 +179,7 @@ class _Flow:
         self.eta, self.sign = eta, sign
         self.n = self.K * self.nq
         self.evals = 0
-        self.segment_limit = MAX_EVALS
+        self.segment_limit, self.segment_start = MAX_EVALS, 0
         self.fallback_evals = FALLBACK_EVALS if self.convex else NONCONVEX_FALLBACK_EVALS
         # flow_kernel.flow_rhs (convex) or curvature_kernel.nonconvex_rhs: the same arithmetic, compiled
         self.compiled = compiled
@@ -206,9 +207,20 @@ class _Flow:
     def rhs(self, s, y):
         self.evals += 1
         if self.evals > self.segment_limit:
-            raise _SegmentStall(f"continuation: more than {SEGMENT_EVALS} evaluations in one decade")
+            raise _SegmentStall(f"more than {self.segment_limit - self.segment_start} evaluations in one decade")
         if self.evals > MAX_EVALS:
             raise FloatingPointError(f"continuation: more than {MAX_EVALS} evaluations (the integrator stalled)")
+        return self._rhs(s, y)
+
+    def bound_rates(self, s: float, y) -> tuple[float, float]:
+        """``(α, β)`` with ``dD/ds = α D + β`` at the state ``y`` (non-convex flow; :func:`_bound`)."""
+        z = np.array(y, dtype=float)
+        z[-1] = 0.0
+        beta = float(self._rhs(s, z)[-1])
+        z[-1] = 1.0
+        return float(self._rhs(s, z)[-1]) - beta, beta
+
+    def _rhs(self, s, y):
         if self.compiled and not self.convex:
             d = self.data
             return nonconvex_rhs(np.ascontiguousarray(y, dtype=float), float(s), self.A1, self.M, self.MQQ, self.Q,
@@ -306,65 +318,145 @@ def noise_atol(t: float, atol: float = ATOL) -> float:
 
 
 class _SegmentStall(FloatingPointError):
-    """One decade took more than SEGMENT_EVALS evaluations."""
+    """One decade took more than its cap of evaluations (SEGMENT_EVALS, ``flow.fallback_evals``), or its
+    integrator gave up: the decade is tried again at the next of :data:`STAGES`."""
+
+
+def _bound(flow: _Flow, path, D0: float, at: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(D at the points at, evaluations)``: a non-convex flow's bound over one decade, ``dD/ds = α D + β``
+    (``α = e^s μ``, ``β = e^s η ||H g||``), integrated over the accepted steps of ``B``'s solve (``path``: its
+    dense output, whose nodes ``path.ts`` are the accepted states).
+
+    Over a step of length ``h`` the equation is solved with ``α``, ``β`` trapezoidal:
+    ``D' = D e^{Φ} + h (β₀ e^{Φ} + β₁) / 2``, ``Φ = h (α₀ + α₁) / 2``, every term nonnegative (``D`` never falls,
+    the failure of a bound riding uncontrolled on BDF's own formula: measured on a square-loss tied-head file, it
+    went negative past 2e10 steps).  Its error is estimated by the same rule over pairs of steps and *added*:
+    ``D = max(D_h, D_2h) + |D_h - D_2h|`` at every second node; an output point takes the value of the node at or
+    after it (``D`` is nondecreasing, so that is an upper bound).
+
+    Used only where the controlled solve stalls (:data:`STAGES`).  Late, ``||H g||`` is far more sensitive to
+    ``B`` than ``B``'s own right-hand side: ``B`` is resolved only to its rounding floor (:func:`noise_atol`,
+    ``eps t``), and a displacement of that size in the stiff directions is a real gradient ``~λ eps t`` of the
+    displaced state.  At the implicit solver's Newton iterates ``dD/ds`` swung over four orders of magnitude
+    where ``D`` did not move (measured, stress seed 22, a ce draw at 2e9-2e10 steps-equivalent: 1e-9 to 4.6e-5
+    at one ``s``, ``D`` = 6.738e-3 to four digits); ``D``'s row of the Jacobian has no ``∂||H g||/∂B``, the
+    Newton iterations failed, and LSODA then BDF stalled (6 of the 15 Section 5 draws left without a verdict
+    over five stress seeds, 11-55; all 6 are decided with this stage, 5 of their solves reach 2e12).  Measured against the controlled solve where that finishes (the
+    five Section 5 example files, this stage forced from the first decade): 1.001-1.017 times it to 2e7
+    steps-equivalent.  Later the accepted states carry the same displacement now and then (spikes of
+    ``||H g||`` after a decade's restart), and this ``D`` grows where the controlled one stays flat (5.7e-5
+    against 2.8e-2 at 2e10 on ``section5_square_tied_misalignment.json``): it is conservative there, a
+    bound that resolves less, never a tighter one.  Nor is ``||H g||`` evaluated between the accepted states:
+    an explicit scheme on the dense interpolant read the interpolant's own stiff error and was 10-200 times
+    the controlled ``D`` on the same files."""
+    ts = np.asarray(path.ts, dtype=float)
+    Y = path(ts)
+    al, be = np.empty(len(ts)), np.empty(len(ts))
+    for k, s in enumerate(ts):
+        al[k], be[k] = flow.bound_rates(float(s), Y[:, k])
+    if not (np.all(np.isfinite(al)) and np.all(np.isfinite(be))):
+        raise FloatingPointError("continuation: the bound's rate is not finite (a state past the loss's domain)")
+
+    def march(idx):
+        D = np.empty(len(idx))
+        D[0] = D0
+        for j in range(1, len(idx)):
+            i, k = idx[j - 1], idx[j]
+            h = ts[k] - ts[i]
+            g = np.exp(0.5 * h * (al[i] + al[k]))
+            D[j] = D[j - 1] * g + 0.5 * h * (be[i] * g + be[k])
+        return D
+
+    m = len(ts) - 1
+    coarse = np.r_[np.arange(0, m - 1, 2), m] if m >= 2 else np.arange(m + 1)
+    fine = march(np.arange(m + 1))[coarse]
+    rough = march(coarse)
+    Dc = np.maximum.accumulate(np.maximum(fine, rough) + np.abs(fine - rough))
+    # each output point takes the first coarse node at or after it
+    j = np.minimum(np.searchsorted(ts[coarse], at - 1e-12 * np.maximum(1.0, np.abs(at))), len(coarse) - 1)
+    return Dc[j], 2 * len(ts)
+
+
+# The stages a decade is tried in (_solve): (integrator, D's control).  "solve": D controlled inside the implicit
+# solve to max(D_ATOL, D_RTOL D); "nodes": D left out of the error control and integrated over the accepted
+# states afterwards (_bound).  The last stage is the non-convex flow's only: a convex D always rides on B's steps.
+STAGES = ((METHOD, "solve"), (FALLBACK, "solve"), (METHOD, "nodes"), (FALLBACK, "nodes"))
+
+
+def _decade(flow: _Flow, a: float, b: float, y: np.ndarray, at: np.ndarray, method: str, bound: str,
+            rtol: float, atol: float):
+    """One decade ``[a, b]`` from ``y`` by ``method``, ``D`` controlled as ``bound`` says (:data:`STAGES`):
+    ``(solution, evaluations of the bound's quadrature)``; raises ``_SegmentStall`` past the decade's cap."""
+    tol = np.full(flow.n + 1, noise_atol(float(np.exp(b)), atol))
+    # D is a tolerance, needed to a few per cent.  Convex loss: a quadrature of a positive integrand riding on
+    # B's steps, not error-controlled.  Non-convex: Grönwall's μ D makes it an exponential growth whose error
+    # B's steps do not bound (measured on a square-loss tied-head file: D went negative past 2e10 steps with it
+    # uncontrolled), so it is controlled (D_ATOL, D_RTOL), inside the solve or over its accepted states.
+    tol[-1] = max(D_ATOL, D_RTOL * y[-1]) if not flow.convex and bound == "solve" else 1.0
+    flow.segment_start = flow.evals
+    flow.segment_limit = flow.evals + (flow.fallback_evals if method == FALLBACK else SEGMENT_EVALS)
+    # No dense output of every step is needed where D is integrated inside the solve (it cost a quarter of
+    # LSODA's per-step time), only the interpolant of the steps that hold an output point.
+    dense = bound == "nodes"
+    try:
+        sol = solve_ivp(flow.rhs, (a, b), y, method=method, t_eval=at, jac=flow.jac, rtol=rtol, atol=tol,
+                        dense_output=dense)
+    except ValueError as exc:  # BDF's LU of a non-finite Jacobian: a state past the loss's domain
+        raise FloatingPointError(f"continuation: {method} failed: {exc}") from None
+    if not sol.success:  # the integrator gave up (e.g. LSODA's repeated error-test failures): the next stage
+        raise _SegmentStall(f"{method} failed: {sol.message}")
+    used = 0
+    if dense:
+        sol.y[-1], used = _bound(flow, sol.sol, float(y[-1]), at)
+    return sol, used
 
 
 def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float, atol: float) -> _Solution:
-    """Integrate decade by decade of ``t`` (each with :func:`noise_atol` at its end; the bound ``D`` is a tolerance,
-    needed to a few per cent: it rides on ``B``'s steps for the convex loss and is controlled to
-    ``max(D_ATOL, D_RTOL D)`` for the others).  A decade that stalls (SEGMENT_EVALS) is solved again by
-    FALLBACK, with ``flow.fallback_evals``, and so is the rest (``methods`` says which ran)."""
+    """Integrate decade by decade of ``t`` (each with :func:`noise_atol` at its end).  A decade that stalls
+    (SEGMENT_EVALS evaluations) is solved again at the next of :data:`STAGES` (BDF with ``flow.fallback_evals``;
+    then, for a non-convex flow, BDF with ``D`` integrated over its accepted states), and so is the rest of the
+    solve (``methods`` says which ran).  ``method``: the first stage's integrator."""
+    stages = [(method, STAGES[0][1])] + [st for st in STAGES[1:] if st != (method, STAGES[0][1])]
+    if flow.convex:
+        stages = [st for st in stages if st[1] == "solve"]
     y = np.zeros(flow.n + 1)
     out = np.empty((flow.n + 1, len(s_eval)))
     nfev = njev = 0
     last = float(s_eval[-1])
     ends = [b for b in np.arange(s1 + np.log(10.0), last, np.log(10.0)) if b < last - 1e-6] + [last]
-    a, done = s1, 0
-    methods = [method]
+    a, done, stage = s1, 0, 0
+    methods = [_stage_name(stages[0])]
     for b in ends:
         pts = s_eval[(s_eval > a) & (s_eval <= b)]
         if b == ends[-1]:
             pts = s_eval[done:]
-        tol = np.full(flow.n + 1, noise_atol(float(np.exp(b)), atol))
-        # D is a tolerance (~1e-5).  Convex loss: a quadrature of a positive integrand riding on B's steps, not
-        # error-controlled.  Non-convex: Grönwall's μ D makes it an exponential growth whose integration error
-        # is not bounded by B's (measured on a square-loss tied-head file: D went negative past 2e10 steps
-        # with it uncontrolled), so there it is error-controlled (D_ATOL, D_RTOL).
-        tol[-1] = 1.0 if flow.convex else max(D_ATOL, D_RTOL * y[-1])
-        flow.segment_limit = flow.evals + (flow.fallback_evals if method == FALLBACK else SEGMENT_EVALS)
-        # The segment's end is always an output point: no dense output of every step is needed (it cost a
-        # quarter of LSODA's per-step time), only the interpolant of the steps that hold an output point.
+        # The segment's end is always an output point.
         at = pts if len(pts) and pts[-1] == b else np.append(pts, b)
-        try:
-            sol = solve_ivp(flow.rhs, (a, b), y, method=method, t_eval=at, jac=flow.jac, rtol=rtol, atol=tol)
-        except ValueError as exc:  # BDF's LU of a non-finite Jacobian: a state past the loss's domain
-            raise FloatingPointError(f"continuation: {method} failed: {exc}") from None
-        except _SegmentStall:
-            if method == FALLBACK:
-                raise FloatingPointError(f"continuation: {method} stalled too (more than {flow.fallback_evals} "
-                                         f"evaluations in one decade)") from None
-            nfev += SEGMENT_EVALS
-            method = FALLBACK
-            methods.append(method)
-            flow.segment_limit = flow.evals + flow.fallback_evals
+        while True:
+            before = flow.evals
             try:
-                sol = solve_ivp(flow.rhs, (a, b), y, method=method, t_eval=at, jac=flow.jac, rtol=rtol, atol=tol)
-            except ValueError as exc:
-                raise FloatingPointError(f"continuation: {method} failed: {exc}") from None
-            except _SegmentStall:  # else it would leave with LSODA's message
-                raise FloatingPointError(f"continuation: {method} stalled too (more than {flow.fallback_evals} "
-                                         f"evaluations in one decade)") from None
-        if not sol.success:
-            raise FloatingPointError(f"continuation: {method} failed: {sol.message}")
+                sol, used = _decade(flow, a, b, y, at, *stages[stage], rtol, atol)
+                break
+            except _SegmentStall as exc:
+                if stage + 1 == len(stages):
+                    raise FloatingPointError(f"continuation: {_stage_name(stages[stage])} stalled too "
+                                             f"({exc})") from None
+                nfev += flow.evals - before
+                stage += 1
+                methods.append(_stage_name(stages[stage]))
         out[:, done:done + len(pts)] = sol.y[:, :len(pts)]
         done += len(pts)
         y = sol.y[:, -1]
         if not np.all(np.isfinite(y)):  # e.g. a loss that is infinite past some W (log with a broken head)
             raise FloatingPointError(f"continuation: the state became non-finite by s = {b:.3g}")
-        nfev, njev = nfev + int(sol.nfev), njev + int(sol.njev)
+        nfev, njev = nfev + int(sol.nfev) + used, njev + int(sol.njev)
         a = b
     flow.segment_limit = MAX_EVALS
     return _Solution(out, nfev, njev, "+".join(methods))
+
+
+def _stage_name(stage) -> str:
+    return stage[0] if stage[1] == "solve" else f"{stage[0]} (D over accepted states)"
 
 
 def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Analysis | None = None, *,
