@@ -160,7 +160,7 @@ def _bounds(p: Problem, gd) -> tuple[list[float], str]:
 
 @pytest.mark.theorem("Section 5")
 def test_a_bound_the_implicit_solve_cannot_control_is_integrated_over_its_accepted_states():
-    """Stress seed 22 (a ce draw): controlled inside the implicit solve, the bound's late integrand ``||H g||``
+    """A ce draw of stress seeds 11-55: controlled inside the implicit solve, the bound's late integrand ``||H g||``
     swings with the Newton iterates' displacement of the stiff directions, and LSODA then BDF stalled at 2e9
     steps-equivalent: the draw went without a verdict.  The decade must be solved again with ``D`` integrated
     over the accepted states (:func:`theory.li2024.continuation._bound`), to 2e12, with a nondecreasing bound,

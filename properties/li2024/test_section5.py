@@ -195,6 +195,27 @@ def test_square_loss_tied_head_misalignment_is_genuine():
 
 
 @pytest.mark.theorem("Section 5")
+def test_a_transit_before_the_settled_stretch_does_not_make_a_misalignment_converging():
+    """A stress draw (seeds 11-55, square loss): in transit at 2e5 steps (correlation 0.55, statistic 17.2),
+    its selection changes before 2e6, and from 2e7 on it is settled at correlation 0.95 with the statistic
+    growing by ~0.79 a decade to 2e12 (tan θ constant: a wrong limit direction).  GD alone at 2e7 steps
+    agrees (settled, statistic 4.56).  Read against the transit's 17.2 the verdict was "converging but not
+    aligned"; the trend is read within the last settled stretch, and the verdict is "not aligned"."""
+    from theory.core.problem import Problem
+
+    p = Problem.load("examples/section5_square_misaligned_after_transit.json")
+    theory_problem = p.replace(head=None, loss="log")
+    traj, _ = lc.train_section5(p, 20_000_000)
+    r = lc.local_run(p, theory_problem, traj)
+    assert r["settled"] and not lc.aligned(r)[0] and 4.0 < lc.rates(r)[0] < 5.0, (r["not_judged"], lc.rates(r))
+    outcome, why, r = lc.verdict(p, theory_problem)
+    since = max(n for n, _ in r["skipped"])
+    rates = [h[2] for h in r["history"] if h[0] > since]
+    assert outcome == "not aligned" and rates == sorted(rates) and len(rates) >= 3, why
+    assert r["history"][0][2] > rates[-1], r["history"]  # the transit's value, above every later one
+
+
+@pytest.mark.theorem("Section 5")
 def test_alignment_property_catches_a_planted_threshold():
     """Calibration both ways.  The rule (select > 1e-2) judges at least ``JUDGED_FLOOR`` of 10 cases and
     all judged cases align; a planted threshold of 0.5 (a token that shares its SCC's attention is

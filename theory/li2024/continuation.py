@@ -338,7 +338,7 @@ def _bound(flow: _Flow, path, D0: float, at: np.ndarray) -> tuple[np.ndarray, in
     ``B`` than ``B``'s own right-hand side: ``B`` is resolved only to its rounding floor (:func:`noise_atol`,
     ``eps t``), and a displacement of that size in the stiff directions is a real gradient ``~λ eps t`` of the
     displaced state.  At the implicit solver's Newton iterates ``dD/ds`` swung over four orders of magnitude
-    where ``D`` did not move (measured, stress seed 22, a ce draw at 2e9-2e10 steps-equivalent: 1e-9 to 4.6e-5
+    where ``D`` did not move (measured on a ce draw of stress seeds 11-55, at 2e9-2e10 steps-equivalent: 1e-9 to 4.6e-5
     at one ``s``, ``D`` = 6.738e-3 to four digits); ``D``'s row of the Jacobian has no ``∂||H g||/∂B``, the
     Newton iterations failed, and LSODA then BDF stalled (6 of the 15 Section 5 draws left without a verdict
     over five stress seeds, 11-55; all 6 are decided with this stage, 5 of their solves reach 2e12).  Measured against the controlled solve where that finishes (the
