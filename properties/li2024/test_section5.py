@@ -216,6 +216,23 @@ def test_a_transit_before_the_settled_stretch_does_not_make_a_misalignment_conve
 
 
 @pytest.mark.theorem("Section 5")
+def test_a_bound_too_wide_within_gds_reach_is_judged_again_from_gd(monkeypatch):
+    """A stress draw (seeds 11-55, ce loss): continued from GD at 2e4 steps, the bound widened from 1.7e-4 at
+    2e5 to 223 at 2e6 (a change of selection), and every budget to 2e12 was "an ambiguous token within the
+    continuation's bound".  GD itself reaches 2e6: re-run there, then continued again, the draw is aligned
+    at 2e8 steps-equivalent.  With no budget within GD's reach (``ESCALATE_MAX = 0``) it stays not judged."""
+    from theory.core.problem import Problem
+
+    p = Problem.load("examples/section5_bound_widened_within_gd_reach.json")
+    theory_problem = p.replace(head=None, loss="log")
+    outcome, why, r = lc.verdict(p, theory_problem)
+    assert outcome == "aligned" and "GD re-run to 2e+06" in why, why
+    monkeypatch.setattr(lc, "ESCALATE_MAX", 0)
+    outcome, why, _ = lc.verdict(p, theory_problem)
+    assert outcome == "not judged" and "within the continuation's bound" in why, why
+
+
+@pytest.mark.theorem("Section 5")
 def test_alignment_property_catches_a_planted_threshold():
     """Calibration both ways.  The rule (select > 1e-2) judges at least ``JUDGED_FLOOR`` of 10 cases and
     all judged cases align; a planted threshold of 0.5 (a token that shares its SCC's attention is

@@ -102,8 +102,9 @@ def _shift(d: float, norm: float) -> float:
 def robust_measures(problem: Problem, run, steps: int, select: float, reject: float) -> dict:
     """The Section 5 statistics at budget ``steps`` of ``run`` (GD or continued), each as an interval over every
     ``W`` within the deviation bound (module docstring).  Keys: ``certain`` (the selection at ``τ`` and
-    ``τ/10`` is the same for every such ``W``), ``growth`` (``(lo, hi)``), ``corr`` and ``rate`` (``(worst,
-    best)``), ``delta`` (``δ(τ)``), and the nominal ``pseudo``, ``same``, ``W``, ``dW``."""
+    ``τ/10`` is the same for every such ``W``; ``nominal_certain``: for the continued ``W`` itself),
+    ``growth`` (``(lo, hi)``), ``corr`` and ``rate`` (``(worst, best)``), ``delta`` (``δ(τ)``), and the
+    nominal ``pseudo``, ``same``, ``W``, ``dW``."""
     r = truncate(run, steps)
     end, mid, early = (criteria._at(r, steps / f) for f in (1, 10, 100))
     # A bound that is not a finite nonnegative number resolves nothing (the statistics' intervals go unbounded).
@@ -130,8 +131,9 @@ def robust_measures(problem: Problem, run, steps: int, select: float, reject: fl
             return False
         return selection(problem, W, min(1.0, select * f), reject / f).n_ambiguous == 0
 
+    nominal = bool(ps.ambiguous == 0 and earlier[1] == 0)
     out = {"pseudo": ps, "same": same, "W": end.W, "dW": end.W - mid.W, "steps": int(end.step), "delta": d_end,
-           "certain": bool(ps.ambiguous == 0 and earlier[1] == 0 and certain(end.W, d_end) and certain(mid.W, d_mid))}
+           "nominal_certain": nominal, "certain": nominal and certain(end.W, d_end) and certain(mid.W, d_mid)}
     S, sn = ps.svm.W, ps.svm.norm
     if sn == 0:
         return out

@@ -30,6 +30,7 @@ from theory.li2024.analysis import analyze
 from theory.li2024.losses import TokenData, attention, log_sublevel_floor, safe_step, smoothness
 from theory.core.problem import Problem
 from theory.li2024.pseudo import REJECT, SELECT, pseudo_svm, pseudo_tpgs
+from theory.li2024.provenance import engine_of
 from theory.li2024.training import resume, train, truncate
 
 STEPS = 200_000
@@ -217,7 +218,9 @@ def verdict(problem: Problem, theory_problem: Problem, traj=None, select: float 
     :data:`~theory.li2024.local_continuation.HORIZON` (10^12 steps-equivalent) where its bound held over GD's
     last decade on this problem (:mod:`theory.li2024.local_continuation`: each budget's statistics are judged
     over every ``W`` within the bound), on GD up to ``ESCALATE_MAX`` otherwise (failed verdicts only, as
-    before the continuation).  The verdict at the last budget counts.  If it still fails there but the
+    before the continuation).  Where the horizon is left undecided by the bound's width alone and the bound was
+    already too wide at a budget within GD's reach (``ESCALATE_MAX``), GD runs to that budget and the ladder
+    is judged again from there (:func:`_through_continuation`).  The verdict at the last budget counts.  If it still fails there but the
     statistic fell below its value at the first failed budget of its last settled stretch (after any budget
     whose selection changed), the run is converging and out of budget: not judged.  A wrong limit direction keeps ``tan θ`` constant, so the statistic grows with the budget and
     fails (the planted-threshold calibration of ``properties/li2024/test_section5.py``)."""
@@ -286,16 +289,40 @@ def _on_gd(p, theory_problem, r, select, reject, note):
     return "not aligned", _failed(r, rate, note, history), r
 
 
-def _through_continuation(p, theory_problem, r, select, reject, note, ladder=None):
+WITHIN_BOUND = "within the continuation's bound of the threshold"
+AMBIGUOUS_WITHIN_BOUND = "an ambiguous token within the continuation's bound"
+NO_GROWTH_WITHIN_BOUND = "no log growth along the pseudo-TPG Graph-SVM (within the continuation's bound)"
+# The states a budget is left in by the width of the continuation's bound rather than by the run itself: the
+# nominal statistics would decide, every W within the bound does not.
+BOUND_LIMITED = (WITHIN_BOUND, AMBIGUOUS_WITHIN_BOUND, NO_GROWTH_WITHIN_BOUND)
+
+
+def _state(m: dict, ps, eta: float, b: int) -> str | None:
+    """Why the budget ``b`` with the robust measures ``m`` is not judged (None: it is)."""
+    if ps.svm.norm == 0:
+        return "pseudo-TPG without ⇒ edge"
+    if not m["certain"]:
+        return AMBIGUOUS_WITHIN_BOUND if m["nominal_certain"] else "an ambiguous token at τ/10 or τ"
+    if not m["same"]:
+        return "selection changed over the last decade"
+    if 10**criteria.DECADES * criteria.time_unit(ps.svm.norm, eta) > b:
+        return "10^4 time units exceed the budget"
+    if not criteria.GROWTH_LO <= m["growth"][0] <= m["growth"][1] <= criteria.GROWTH_HI:
+        return NO_GROWTH_WITHIN_BOUND
+    return None
+
+
+def _through_continuation(p, theory_problem, r, select, reject, note, ladder=None, anchored=False):
     """The budgets ``ladder`` (default ``10 τ₁, 100 τ₁, ...`` up to ``HORIZON``) through the continuation from
     GD's run in ``r`` (:mod:`theory.li2024.local_continuation`); None when the continuation is not used or
-    decided nothing (``r`` then carries the reason in ``continuation_note``)."""
+    decided nothing (``r`` then carries the reason in ``continuation_note``).  ``anchored``: ``τ₁`` is on the
+    ladder and is judged on GD's own iterate (a re-run past a bound too wide to decide, below)."""
     from theory.core.decision import budget_ladder
     from theory.li2024 import local_continuation as lcont
 
     gd = r["traj"]
     tau1 = int(gd.final.step)
-    ladder = [b for b in (ladder or budget_ladder(tau1, lcont.HORIZON)) if b > tau1]
+    ladder = [b for b in (ladder or budget_ladder(tau1, lcont.HORIZON)) if b > tau1 or (anchored and b == tau1)]
     # Most runs decide at the first continued budget: solve to it first, to the horizon only when needed.
     run, why = lcont.continued(p, gd, ladder[:1])
     if run is None:
@@ -325,35 +352,46 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
                 return "not judged", why, last
         m = lcont.robust_measures(p, run, b, select, reject)
         ps = m["pseudo"]
+        engine = engine_of(truncate(run, b).final)
         last = {"pseudo": ps, "true": true, "W": m["W"], "dW": m["dW"], "steps": m["steps"], "eta": r["eta"],
-                "step": r["step"], "traj": run, "engine": "continuation", "gd_deviation_bound": m["delta"],
+                "step": r["step"], "traj": run, "engine": "continuation" if engine != "gd" else "gd",
+                "gd_deviation_bound": m["delta"],
                 "corr_pseudo": m.get("corr_nominal", float("nan")), "inc_pseudo": m.get("inc_nominal", float("nan")),
                 "corr_true": _corr(m["W"], true.W), "inc_true": _corr(m["dW"], true.W)}
-        state = None
-        if ps.svm.norm == 0:
-            state = "pseudo-TPG without ⇒ edge"
-        elif not m["certain"]:
-            state = "an ambiguous token within the continuation's bound"
-        elif not m["same"]:
-            state = "selection changed over the last decade"
-        elif 10**criteria.DECADES * criteria.time_unit(ps.svm.norm, r["eta"]) > b:
-            state = "10^4 time units exceed the budget"
-        elif not criteria.GROWTH_LO <= m["growth"][0] <= m["growth"][1] <= criteria.GROWTH_HI:
-            state = "no log growth along the pseudo-TPG Graph-SVM (within the continuation's bound)"
-        if state is not None:
-            skipped.append((m["steps"], state))
-        else:
+        state = _state(m, ps, r["eta"], b)
+        if state is None:
             (corr_lo, corr_hi), (rate_hi, rate_lo) = m["corr"], m["rate"]
-            history.append((m["steps"], last["corr_pseudo"], criteria.direction_rate(
-                last["inc_pseudo"], ps.svm.norm, r["eta"], m["steps"]), "continuation"))
             if corr_lo >= CORR_MIN and rate_hi <= criteria.DIRECTION_RATE:
-                last.update(settled=True, not_judged=None, history=history, skipped=skipped)
-                return "aligned", _trail(history) + _skipped(skipped), last
-            if corr_hi < CORR_MIN or rate_lo > criteria.DIRECTION_RATE:
+                state = "aligned"
+            elif corr_hi < CORR_MIN or rate_lo > criteria.DIRECTION_RATE:
                 state = "failed"
             else:
-                state = "within the continuation's bound of the threshold"
-                skipped.append((m["steps"], state))
+                state = WITHIN_BOUND
+        if state in ("aligned", "failed", WITHIN_BOUND):
+            history.append((m["steps"], last["corr_pseudo"], criteria.direction_rate(
+                last["inc_pseudo"], ps.svm.norm, r["eta"], m["steps"]), last["engine"]))
+            if state == "aligned":
+                last.update(settled=True, not_judged=None, history=history, skipped=skipped)
+                return "aligned", _trail(history) + _skipped(skipped), last
+        if state != "failed":
+            skipped.append((m["steps"], state))
+    limited = [n for n, why in skipped if why in BOUND_LIMITED and tau1 < n <= ESCALATE_MAX]
+    if state in BOUND_LIMITED and limited:
+        # The bound, not the run, left the horizon undecided, and it was already too wide at a budget GD itself
+        # can reach (it widened through a change of selection): GD runs to that budget, which is judged on GD's
+        # iterate, and the continuation starts again from there (after its agreement check over GD's new last
+        # decade).  Only here: GD to 2e7 steps costs ~30 s on K = 10, and most such draws decide at a later
+        # budget through the continuation anyway (stress seed 44, six K = 10 draws re-run eagerly: all aligned
+        # at 2e8, 35 s each).
+        b1 = limited[0]
+        longer, step = train_section5(p, b1, r["step"], start=gd)
+        if step == r["step"]:
+            again = {"traj": longer, "step": step, "eta": r["eta"], "steps": int(longer.final.step),
+                     "not_judged": f"the continuation's bound was too wide at {b1:.0e}"}
+            out = _through_continuation(p, theory_problem, again, select, reject, note,
+                                        [n for n in ladder if n >= b1], anchored=True)
+            if out is not None:
+                return out[0], f"{out[1]} (GD re-run to {b1:.0e}, where the continuation's bound was too wide)", out[2]
     last["history"], last["skipped"] = history, skipped
     last["settled"] = state == "failed"
     last["not_judged"] = None if state == "failed" else state
@@ -366,7 +404,7 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
     # stress draw (seeds 11-55, square loss, biorthogonal head) was "converging" on 17.2 at 2e5 (in transit,
     # correlation 0.55) against 4.56, 5.38, ..., 8.54 from 2e7 to 2e12 with the correlation at 0.95: tan θ
     # constant, the misalignment signature.
-    since = max((n for n, _ in skipped), default=0)
+    since = max((n for n, why in skipped if why not in BOUND_LIMITED), default=0)
     first = next(q for n, _, q, *_ in history if n > since)
     if rate < first:
         return "not judged", f"converging but not aligned within {lcont.HORIZON:.0e} steps-equivalent", last
