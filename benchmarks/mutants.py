@@ -147,6 +147,19 @@ MUTANTS = [
     Mutant("section5-robust-ignores-bound", "Section 5's continued budgets are judged at the nominal state only",
            "theory/li2024/local_continuation.py", "                             for d in (deviation_from_exact(end), deviation_from_exact(mid), deviation_from_exact(early)))",
            "                             for d in (0.0, 0.0, 0.0))"),
+    # Issue 37, Section 5's residual draws: the bound over the accepted states, the trend's settled stretch and
+    # the re-run from GD where the bound was too wide within its reach.
+    Mutant("bound-nodes-half-weight", "the bound over the accepted states weighs each step by h/4",
+           "theory/li2024/continuation.py", "D[j] = D[j - 1] * g + 0.5 * h * (be[i] * g + be[k])",
+           "D[j] = D[j - 1] * g + 0.25 * h * (be[i] * g + be[k])"),
+    Mutant("bound-nodes-no-error-estimate", "the bound over the accepted states drops its own error estimate",
+           "theory/li2024/continuation.py", "np.maximum(fine, rough) + np.abs(fine - rough)", "fine"),
+    Mutant("section5-trend-from-first", "a failed Section 5 verdict's trend is read against its first budget",
+           "theory/li2024/local_convergence.py", "first = next(q for n, _, q, *_ in history if n > since)",
+           "first = next(q for n, _, q, *_ in history)"),
+    Mutant("section5-no-rerun-from-gd", "Section 5 never re-runs GD where the bound was too wide within its reach",
+           "theory/li2024/local_convergence.py", "    if state in BOUND_LIMITED and limited:",
+           "    if False:"),
 ]
 
 
