@@ -328,9 +328,9 @@ def _bound(flow: _Flow, path, D0: float, at: np.ndarray) -> tuple[np.ndarray, in
     dense output, whose nodes ``path.ts`` are the accepted states).
 
     Over a step of length ``h`` the equation is solved with ``α``, ``β`` trapezoidal:
-    ``D' = D e^{Φ} + h (β₀ e^{Φ} + β₁) / 2``, ``Φ = h (α₀ + α₁) / 2``, every term nonnegative (``D`` never falls,
-    the failure of a bound riding uncontrolled on BDF's own formula: measured on a square-loss tied-head file, it
-    went negative past 2e10 steps).  Its error is estimated by the same rule over pairs of steps and *added*:
+    ``D' = D e^{Φ} + h (β₀ e^{Φ} + β₁) / 2``, ``Φ = h (α₀ + α₁) / 2``, every term nonnegative (``D`` never
+    falls, the failure of a bound riding uncontrolled on BDF's own formula: measured on a square-loss tied-head
+    file, it went negative past 2e10 steps).  Its error is estimated by the same rule over pairs of steps and *added*:
     ``D = max(D_h, D_2h) + |D_h - D_2h|`` at every second node; an output point takes the value of the node at or
     after it (``D`` is nondecreasing, so that is an upper bound).
 
@@ -338,16 +338,17 @@ def _bound(flow: _Flow, path, D0: float, at: np.ndarray) -> tuple[np.ndarray, in
     ``B`` than ``B``'s own right-hand side: ``B`` is resolved only to its rounding floor (:func:`noise_atol`,
     ``eps t``), and a displacement of that size in the stiff directions is a real gradient ``~λ eps t`` of the
     displaced state.  At the implicit solver's Newton iterates ``dD/ds`` swung over four orders of magnitude
-    where ``D`` did not move (measured on a ce draw of stress seeds 11-55, at 2e9-2e10 steps-equivalent: 1e-9 to 4.6e-5
-    at one ``s``, ``D`` = 6.738e-3 to four digits); ``D``'s row of the Jacobian has no ``∂||H g||/∂B``, the
-    Newton iterations failed, and LSODA then BDF stalled (6 of the 15 Section 5 draws left without a verdict
-    over five stress seeds, 11-55; all 6 are decided with this stage, 5 of their solves reach 2e12).  Measured against the controlled solve where that finishes (the
-    five Section 5 example files, this stage forced from the first decade): 1.001-1.017 times it to 2e7
-    steps-equivalent.  Later the accepted states carry the same displacement now and then (spikes of
-    ``||H g||`` after a decade's restart), and this ``D`` grows where the controlled one stays flat (5.7e-5
-    against 2.8e-2 at 2e10 on ``section5_square_tied_misalignment.json``): it is conservative there, a
-    bound that resolves less, never a tighter one.  Nor is ``||H g||`` evaluated between the accepted states:
-    an explicit scheme on the dense interpolant read the interpolant's own stiff error and was 10-200 times
+    where ``D`` did not move (measured on a ce draw of stress seeds 11-55 at 2e9-2e10 steps-equivalent: 1e-9
+    to 4.6e-5 at one ``s``, ``D`` = 6.738e-3 to four digits).  ``D``'s row of the Jacobian has no
+    ``∂||H g||/∂B``, the Newton iterations failed, and LSODA then BDF stalled: 6 of the 15 Section 5 draws
+    left without a verdict over those five seeds; all 6 are decided with this stage, and 5 of their solves
+    reach 2e12.  Measured against the controlled solve where that finishes (the five Section 5 example
+    files, this stage forced from the first decade): 1.001-1.017 times it to 2e7 steps-equivalent.  Later
+    the accepted states carry the same displacement now and then (spikes of ``||H g||`` after a decade's
+    restart), and this ``D`` grows where the controlled one stays flat (5.7e-5 against 2.8e-2 at 2e10 on
+    ``section5_square_tied_misalignment.json``): it is conservative there, a bound that resolves less, never
+    a tighter one.  Nor is ``||H g||`` evaluated between the accepted states: an explicit scheme on the dense
+    interpolant read the interpolant's own stiff error and was 7-200 times
     the controlled ``D`` on the same files."""
     ts = np.asarray(path.ts, dtype=float)
     Y = path(ts)
@@ -379,7 +380,7 @@ def _bound(flow: _Flow, path, D0: float, at: np.ndarray) -> tuple[np.ndarray, in
 
 # The stages a decade is tried in (_solve): (integrator, D's control).  "solve": D controlled inside the implicit
 # solve to max(D_ATOL, D_RTOL D); "nodes": D left out of the error control and integrated over the accepted
-# states afterwards (_bound).  The last stage is the non-convex flow's only: a convex D always rides on B's steps.
+# states afterwards (_bound).  The "nodes" stages are the non-convex flow's only: a convex D rides on B's steps.
 STAGES = ((METHOD, "solve"), (FALLBACK, "solve"), (METHOD, "nodes"), (FALLBACK, "nodes"))
 
 

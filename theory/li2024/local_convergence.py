@@ -218,12 +218,13 @@ def verdict(problem: Problem, theory_problem: Problem, traj=None, select: float 
     :data:`~theory.li2024.local_continuation.HORIZON` (10^12 steps-equivalent) where its bound held over GD's
     last decade on this problem (:mod:`theory.li2024.local_continuation`: each budget's statistics are judged
     over every ``W`` within the bound), on GD up to ``ESCALATE_MAX`` otherwise (failed verdicts only, as
-    before the continuation).  Where the horizon is left undecided by the bound's width alone and the bound was
-    already too wide at a budget within GD's reach (``ESCALATE_MAX``), GD runs to that budget and the ladder
-    is judged again from there (:func:`_through_continuation`).  The verdict at the last budget counts.  If it still fails there but the
-    statistic fell below its value at the first failed budget of its last settled stretch (after any budget
-    whose selection changed), the run is converging and out of budget: not judged.  A wrong limit direction keeps ``tan θ`` constant, so the statistic grows with the budget and
-    fails (the planted-threshold calibration of ``properties/li2024/test_section5.py``)."""
+    before the continuation).  Where the horizon is left undecided by the bound's width alone and the bound
+    was already too wide at a budget within GD's reach (``ESCALATE_MAX``), GD runs to that budget and the
+    ladder is judged again from there (:func:`_through_continuation`).  The verdict at the last budget
+    counts.  If it still fails there but the statistic fell below its value at the first failed budget of
+    its last settled stretch (after any budget whose selection changed), the run is converging and out of
+    budget: not judged.  A wrong limit direction keeps ``tan θ`` constant, so the statistic grows with the
+    budget and fails (the planted-threshold calibration of ``properties/li2024/test_section5.py``)."""
     p = problem
     if traj is None:
         # GD for a tenth of the first budget, the continuation from there (where its bound held over GD's last
