@@ -243,8 +243,9 @@ SECTION5 = Claim(
     (RELAXED, LOSS_DEFINED, LABEL, INDEPENDENT),
     "once the selection settles: corr(W, W^svm_pseudo) >= 0.9 and Theorem 1's direction rate against it, "
     "escalated x10 through the log-time continuation up to 10^12 steps-equivalent (judged over every W within "
-    "its bound; on GD up to 2e7 steps where the bound failed over GD's last decade); converging but not "
-    "aligned there is undecided",
+    "its bound; on GD up to 2e7 steps where the bound failed over GD's last decade, and judged again from GD "
+    "where only the bound, too wide within GD's 2e7 steps, left the horizon undecided); converging within "
+    "its last settled stretch but not aligned there is undecided",
     ("a planted threshold that misreads the selection", "a planted continuation (wrong sign, time map off by 2)",
      "a planted deviation bound inflated past the statistics' resolution"),
     ("properties/li2024/test_section5.py", "properties/li2024/test_pseudo.py",
