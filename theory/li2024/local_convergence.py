@@ -41,6 +41,11 @@ CORR_MIN = 0.9
 ESCALATE_MAX = 20_000_000
 
 OUTCOMES = ("aligned", "not aligned", "not judged")
+# A "not judged" verdict whose reason starts so is the criterion's own UNDECIDED at its largest budget (the
+# selection settled, and the statistics within the bound of their lines, or converging but not yet across):
+# counted as undecided by the report.  The other reasons say the claim's premise, a settled selection with
+# a ⇒ edge, was not met there.
+UNDECIDED = "undecided: "
 # Region floors tried before the proved one (section5_step): u0/2, u0/8, u0/32, then the sublevel floor.
 REGION_TRIES = 3
 
@@ -223,7 +228,8 @@ def verdict(problem: Problem, theory_problem: Problem, traj=None, select: float 
     ladder is judged again from there (:func:`_through_continuation`).  The verdict at the last budget
     counts.  If it still fails there but the statistic fell below its value at the first failed budget of
     its last settled stretch (after any budget whose selection changed), the run is converging and out of
-    budget: not judged.  A wrong limit direction keeps ``tan θ`` constant, so the statistic grows with the
+    budget: undecided (a "not judged" whose reason starts with ``UNDECIDED``, as where only the bound
+    leaves the last budget's statistics astride their lines).  A wrong limit direction keeps ``tan θ`` constant, so the statistic grows with the
     budget and fails (the planted-threshold calibration of ``properties/li2024/test_section5.py``)."""
     p = problem
     if traj is None:
@@ -286,7 +292,7 @@ def _on_gd(p, theory_problem, r, select, reject, note):
     if ok:
         return "aligned", _trail(history), r
     if rate < history[0][2]:
-        return "not judged", f"converging but not aligned within {ESCALATE_MAX:.0e} steps", r
+        return "not judged", f"{UNDECIDED}converging but not aligned within {ESCALATE_MAX:.0e} steps", r
     return "not aligned", _failed(r, rate, note, history), r
 
 
@@ -397,8 +403,8 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
     last["settled"] = state == "failed"
     last["not_judged"] = None if state == "failed" else state
     if state != "failed":
-        return ("not judged", f"{state} at {last['steps']:.0e} steps-equivalent (continued from GD at {tau1})"
-                + _skipped(skipped[:-1]), last)
+        return ("not judged", f"{UNDECIDED if state in BOUND_LIMITED else ''}{state} at {last['steps']:.0e} "
+                f"steps-equivalent (continued from GD at {tau1})" + _skipped(skipped[:-1]), last)
     rate = history[-1][2]
     # The trend is read within the last settled stretch: a budget skipped in between (a selection that changed)
     # separates two runs toward different pseudo-TPGs, and a first value from before it is a transit's.  A
@@ -408,5 +414,5 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
     since = max((n for n, why in skipped if why not in BOUND_LIMITED), default=0)
     first = next(q for n, _, q, *_ in history if n > since)
     if rate < first:
-        return "not judged", f"converging but not aligned within {lcont.HORIZON:.0e} steps-equivalent", last
+        return "not judged", f"{UNDECIDED}converging but not aligned within {lcont.HORIZON:.0e} steps-equivalent", last
     return "not aligned", _failed(last, rate, note, history) + _skipped(skipped), last
