@@ -104,7 +104,7 @@ def robust_measures(problem: Problem, run, steps: int, select: float, reject: fl
     ``W`` within the deviation bound (module docstring).  Keys: ``certain`` (the selection at ``τ`` and
     ``τ/10`` is the same for every such ``W``; ``nominal_certain``: for the continued ``W`` itself),
     ``growth`` (``(lo, hi)``), ``corr`` and ``rate`` (``(worst, best)``), ``delta`` (``δ(τ)``), and the
-    nominal ``pseudo``, ``same``, ``W``, ``dW``."""
+    nominal ``pseudo``, ``same``, ``W``, ``dW``, ``growth_nominal``."""
     r = truncate(run, steps)
     end, mid, early = (criteria._at(r, steps / f) for f in (1, 10, 100))
     # A bound that is not a finite nonnegative number resolves nothing (the statistics' intervals go unbounded).
@@ -141,6 +141,7 @@ def robust_measures(problem: Problem, run, steps: int, select: float, reject: fl
     g1, g0 = float(np.sum((end.W - mid.W) * u)), float(np.sum((mid.W - early.W) * u))
     D1, D0 = d_end + d_mid, d_mid + d_early
     out["growth"] = ((g1 - D1) / (g0 + D0), (g1 + D1) / (g0 - D0)) if g0 - D0 > 0 else (-np.inf, np.inf)
+    out["growth_nominal"] = g1 / g0 if g0 > 0 else float("nan")
     W, v = end.W, end.W - mid.W
     corr = float(np.sum(W * S) / (np.linalg.norm(W) * sn))
     lo, hi = _angle_interval(corr, _shift(d_end, float(np.linalg.norm(W))))

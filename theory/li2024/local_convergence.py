@@ -229,8 +229,9 @@ def verdict(problem: Problem, theory_problem: Problem, traj=None, select: float 
     counts.  If it still fails there but the statistic fell below its value at the first failed budget of
     its last settled stretch (after any budget whose selection changed), the run is converging and out of
     budget: undecided (a "not judged" whose reason starts with ``UNDECIDED``, as where only the bound
-    leaves the last budget's statistics astride their lines).  A wrong limit direction keeps ``tan θ`` constant, so the statistic grows with the
-    budget and fails (the planted-threshold calibration of ``properties/li2024/test_section5.py``)."""
+    leaves the last budget's statistics astride their lines).  A wrong limit direction keeps ``tan θ``
+    constant, so the statistic grows with the budget and fails (the planted-threshold calibration of
+    ``properties/li2024/test_section5.py``)."""
     p = problem
     if traj is None:
         # GD for a tenth of the first budget, the continuation from there (where its bound held over GD's last
@@ -315,7 +316,8 @@ def _state(m: dict, ps, eta: float, b: int) -> str | None:
     if 10**criteria.DECADES * criteria.time_unit(ps.svm.norm, eta) > b:
         return "10^4 time units exceed the budget"
     if not criteria.GROWTH_LO <= m["growth"][0] <= m["growth"][1] <= criteria.GROWTH_HI:
-        return NO_GROWTH_WITHIN_BOUND
+        own = criteria.GROWTH_LO <= m["growth_nominal"] <= criteria.GROWTH_HI
+        return NO_GROWTH_WITHIN_BOUND if own else "no log growth along the pseudo-TPG Graph-SVM"
     return None
 
 
