@@ -185,7 +185,7 @@ class _Flow:
         self.compiled = compiled
         self.space = MovementSpace(self.M, self.Q)
         if not self.convex:
-            self.TZ = np.ascontiguousarray(self.space.T @ self.space.Z)
+            self.TZ = np.ascontiguousarray(self.space.TZ)
             self.code = LOSS_CODES[data.loss]
             self.H = np.ascontiguousarray(data.H, dtype=float)
 
