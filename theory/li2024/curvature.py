@@ -135,10 +135,6 @@ class MovementSpace:
         keep = nu > 1e-12 * max(float(nu.max()), 1e-300)
         return U[:, keep] / np.sqrt(nu[keep])
 
-    def hessian_y(self, Hq: np.ndarray) -> np.ndarray:
-        """``∇²L`` in the coordinates ``y``: ``T^T blockdiag(H_k) T``."""
-        return self.T.T @ self.block(Hq) @ self.T
-
     def block(self, Hq: np.ndarray) -> np.ndarray:
         """``blockdiag(H_k)`` in the flattened ``dA[:, Q]`` order (row ``i * |Q| + k``)."""
         nq, K = Hq.shape[0], Hq.shape[1]

@@ -46,6 +46,11 @@ OUTCOMES = ("aligned", "not aligned", "not judged")
 # counted as undecided by the report.  The other reasons say the claim's premise, a settled selection with
 # a ⇒ edge, was not met there.
 UNDECIDED = "undecided: "
+# Why a budget is not judged: the settle criterion's reasons (on GD, local_run; through the continuation, _state).
+NO_EDGE = "pseudo-TPG without ⇒ edge"
+AMBIGUOUS = "an ambiguous token at τ/10 or τ"
+CHANGED = "selection changed over the last decade"
+NO_GROWTH = "no log growth along the pseudo-TPG Graph-SVM"
 # Region floors tried before the proved one (section5_step): u0/2, u0/8, u0/32, then the sublevel floor.
 REGION_TRIES = 3
 
@@ -182,13 +187,13 @@ def local_run(problem: Problem, theory_problem: Problem, traj=None, select: floa
     g1, g0 = np.sum((end.W - mid.W) * u), np.sum((mid.W - early.W) * u)
     growth = bool(g0 > 0 and criteria.GROWTH_LO <= g1 / g0 <= criteria.GROWTH_HI)
     if ps.svm.norm == 0:
-        reason = "pseudo-TPG without ⇒ edge"
+        reason = NO_EDGE
     elif earlier[1] > 0 or ps.ambiguous > 0:
-        reason = "an ambiguous token at τ/10 or τ"
+        reason = AMBIGUOUS
     elif not same:
-        reason = "selection changed over the last decade"
+        reason = CHANGED
     elif not growth:
-        reason = "no log growth along the pseudo-TPG Graph-SVM"
+        reason = NO_GROWTH
     else:
         reason = None
     return {"pseudo": ps, "true": true, "W": end.W, "dW": end.W - mid.W, "settled": reason is None,
@@ -252,7 +257,7 @@ def verdict(problem: Problem, theory_problem: Problem, traj=None, select: float 
     if r["not_judged"] is None and aligned(r)[0]:
         r["history"] = [(r["steps"], r["corr_pseudo"], aligned(r)[1])]
         return "aligned", _trail(r["history"]), r
-    if r["not_judged"] != "pseudo-TPG without ⇒ edge":
+    if r["not_judged"] != NO_EDGE:
         out = _through_continuation(p, theory_problem, r, select, reject, note)
         if out is not None:
             return out
@@ -299,7 +304,7 @@ def _on_gd(p, theory_problem, r, select, reject, note):
 
 WITHIN_BOUND = "within the continuation's bound of the threshold"
 AMBIGUOUS_WITHIN_BOUND = "an ambiguous token within the continuation's bound"
-NO_GROWTH_WITHIN_BOUND = "no log growth along the pseudo-TPG Graph-SVM (within the continuation's bound)"
+NO_GROWTH_WITHIN_BOUND = f"{NO_GROWTH} (within the continuation's bound)"
 # The states a budget is left in by the width of the continuation's bound rather than by the run itself: the
 # nominal statistics would decide, every W within the bound does not.
 BOUND_LIMITED = (WITHIN_BOUND, AMBIGUOUS_WITHIN_BOUND, NO_GROWTH_WITHIN_BOUND)
@@ -308,16 +313,16 @@ BOUND_LIMITED = (WITHIN_BOUND, AMBIGUOUS_WITHIN_BOUND, NO_GROWTH_WITHIN_BOUND)
 def _state(m: dict, ps, eta: float, b: int) -> str | None:
     """Why the budget ``b`` with the robust measures ``m`` is not judged (None: it is)."""
     if ps.svm.norm == 0:
-        return "pseudo-TPG without ⇒ edge"
+        return NO_EDGE
     if not m["certain"]:
-        return AMBIGUOUS_WITHIN_BOUND if m["nominal_certain"] else "an ambiguous token at τ/10 or τ"
+        return AMBIGUOUS_WITHIN_BOUND if m["nominal_certain"] else AMBIGUOUS
     if not m["same"]:
-        return "selection changed over the last decade"
+        return CHANGED
     if 10**criteria.DECADES * criteria.time_unit(ps.svm.norm, eta) > b:
         return "10^4 time units exceed the budget"
     if not criteria.GROWTH_LO <= m["growth"][0] <= m["growth"][1] <= criteria.GROWTH_HI:
         own = criteria.GROWTH_LO <= m["growth_nominal"] <= criteria.GROWTH_HI
-        return NO_GROWTH_WITHIN_BOUND if own else "no log growth along the pseudo-TPG Graph-SVM"
+        return NO_GROWTH_WITHIN_BOUND if own else NO_GROWTH
     return None
 
 
@@ -361,9 +366,8 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
                 return "not judged", why, last
         m = lcont.robust_measures(p, run, b, select, reject)
         ps = m["pseudo"]
-        engine = engine_of(truncate(run, b).final)
         last = {"pseudo": ps, "true": true, "W": m["W"], "dW": m["dW"], "steps": m["steps"], "eta": r["eta"],
-                "step": r["step"], "traj": run, "engine": "continuation" if engine != "gd" else "gd",
+                "step": r["step"], "traj": run, "engine": engine_of(truncate(run, b).final),
                 "gd_deviation_bound": m["delta"],
                 "corr_pseudo": m.get("corr_nominal", float("nan")), "inc_pseudo": m.get("inc_nominal", float("nan")),
                 "corr_true": _corr(m["W"], true.W), "inc_true": _corr(m["dW"], true.W)}

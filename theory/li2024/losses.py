@@ -362,7 +362,10 @@ def local_smoothness(problem: Problem, A: np.ndarray, data: TokenData, loss_name
     the float64 resolution of the gradient: rounding W moves the scores by ~eps, which changes ``rho``
     by a factor ``1 + O(eps)``, so the bound holds on that neighbourhood.  A saturated attention has
     curvature ``O(rho)``, where the global bound would claim O(1) and call an exact gradient noise.
-    ``beta`` is the global bound when the caller already has it (it depends on the problem only).
+    ``beta`` is the global bound when the caller already has it (it depends on the problem only).  For the
+    log loss with a broken head :func:`smoothness` bounds the curvature on a region ``{u >= floor}`` only (by
+    default the sublevel set ``{L <= L(0)}``), and so does this bound: the regularization path's points
+    minimize ``L`` over a ball holding ``W = 0``, so they lie in that set.
     """
     a = attention(A, data)
     m = np.arange(len(a))
