@@ -43,3 +43,18 @@ def assert_close(got, expected, atol: float, what: str, problem=None, *, relativ
         msg += f"\nproblem file: {describe(problem)}"
     assert got.shape == expected.shape and err <= bound, msg
 
+
+
+def plant_stall_past(monkeypatch, steps: int, eta: float) -> None:
+    """Plant a continuation whose integrator fails at every stage in each decade ending past ``steps``
+    steps-equivalent (``t = eta steps``)."""
+    from theory.li2024 import continuation
+
+    decade = continuation._decade
+
+    def stalling(flow, a, b, *args, **kw):
+        if b > np.log(eta * steps) + 1e-9:
+            raise continuation._SegmentStall("planted stall")
+        return decade(flow, a, b, *args, **kw)
+
+    monkeypatch.setattr(continuation, "_decade", stalling)

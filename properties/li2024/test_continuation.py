@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from hypothesis import event, given, settings
 
-from properties.helpers import describe, note_problem
+from properties.helpers import describe, note_problem, plant_stall_past
 from properties.judging import margin, not_judged, scaled
 from strategies import trainable_problems
 from theory.core.problem import Problem
@@ -196,3 +196,33 @@ def test_a_continuation_that_fails_ends_the_decision_at_the_budget_before(monkey
     v, run = criteria.theorem1_decide(traj, an, esc)
     assert v.outcome is criteria.Outcome.UNDECIDED and v.budget == traj.final.step, v
     assert "failed" in v.measures["continuation_failed"] and run.final.step == traj.final.step, v.measures
+
+
+@pytest.mark.theorem("Theorem 1")
+def test_budgets_before_a_failed_decade_come_from_the_one_solve_to_the_top(monkeypatch):
+    """The escalation solves once to the ladder's top and cuts every budget from it.  Where that solve fails
+    in a later decade, the budgets before it are still cut from it (not solved again), and a budget past
+    it is tried once more on its own (its last segment ends earlier) before it raises
+    :class:`ContinuationFailed`."""
+    from theory.li2024 import continuation
+    from theory.li2024.continuation import ContinuationFailed, Escalation
+
+    p = Problem.load("examples/theorem1_direction_transient_peak.json")
+    an = analyze(p)
+    eta = safe_step(p)
+    traj = train(p, criteria.budget(an.svm.norm, eta), eta, analysis=an)
+    tau1 = int(traj.final.step)
+    esc = Escalation(p, an)
+    assert esc.check(traj)[0]
+    plant_stall_past(monkeypatch, 100 * tau1, eta)
+    solves = []
+    real = continuation.continue_flow
+    monkeypatch.setattr(continuation, "continue_flow",
+                        lambda *a, **kw: solves.append(a[2]) or real(*a, **kw))
+    run = esc(traj, 100 * tau1)
+    assert run.final.step == 100 * tau1 and engine_of(run.final) == "continuation", run.final
+    assert esc(traj, 10 * tau1).final.step == 10 * tau1
+    assert len(solves) == 1, solves
+    with pytest.raises(ContinuationFailed, match="planted stall"):
+        esc(traj, 1000 * tau1)
+    assert solves[1:] == [1000 * tau1], solves

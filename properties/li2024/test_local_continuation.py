@@ -16,7 +16,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from properties.helpers import describe, note_problem
+from properties.helpers import describe, note_problem, plant_stall_past
 from properties.judging import margin, not_judged, scaled
 from strategies.domains import problems_for
 from strategies.relaxations import relaxed_cases
@@ -228,3 +228,43 @@ def test_the_bound_over_accepted_states_covers_its_quadrature_error(nodes):
     grown, _ = _bound(Flow(lambda s: 1.0, lambda s: 0.0), Path(), 2.0, ts)
     assert np.allclose(grown[::2], 2.0 * np.exp(ts[::2]), rtol=1e-12, atol=0), grown[::2] / (2.0 * np.exp(ts[::2]))
     assert np.all(grown >= 2.0 * np.exp(ts) * (1 - 1e-12)), grown / (2.0 * np.exp(ts))
+
+
+@pytest.mark.theorem("Section 5")
+def test_a_partial_solve_keeps_the_decades_before_its_failure(monkeypatch):
+    """A solve whose integrator fails in a later decade returns, with ``partial``, the checkpoints of the
+    decades before it, equal to the whole solve's there (each decade starts from the last one's end), and
+    says where and why it stopped; without ``partial`` it raises."""
+    p = Problem.load("examples/section5_counterexample.json")
+    gd, _ = lc.train_section5(p, START)
+    whole = continue_flow(p, gd, MARKS[-1], checkpoints=MARKS)
+    plant_stall_past(monkeypatch, 2 * 10**8, gd.eta)
+    with pytest.raises(FloatingPointError, match="planted stall"):
+        continue_flow(p, gd, MARKS[-1], checkpoints=MARKS)
+    part = continue_flow(p, gd, MARKS[-1], checkpoints=MARKS, partial=True)
+    assert part.final.step == 2 * 10**8 and "planted stall" in part.stopped, (part.final.step, part.stopped)
+    assert whole.stopped is None
+    kept = {c.step: c for c in whole.checkpoints}
+    for c in part.checkpoints:
+        assert np.array_equal(c.W, kept[c.step].W), c.step
+        assert getattr(c, "gd_deviation_bound", None) == getattr(kept[c.step], "gd_deviation_bound", None)
+
+
+STALL_AFTER_VERDICT = "examples/section5_stall_after_verdict.json"
+
+
+@pytest.mark.theorem("Section 5")
+def test_budgets_reached_before_a_failed_solve_are_judged(monkeypatch):
+    """A broken-head ce draw of stress seeds 11-55: continued from GD at 2e4 steps, its budgets 2e5-2e7 hold an
+    ambiguous token and 2e8 is aligned (measured: correlation 0.9956).  Its horizon solve stalled on ``B``
+    past 2e8 on one summation order of the curvature, and the failed solve discarded the budgets it had
+    reached: not judged.  With a stall planted in every decade past 2e8 the draw must still be aligned at
+    2e8; with it past 2e7, not judged at 2e7, saying that the continuation stopped before 2e8."""
+    p = Problem.load(STALL_AFTER_VERDICT)
+    theory_problem = p.replace(head=None, loss="log")
+    plant_stall_past(monkeypatch, 2 * 10**8, lc.section5_step(p).eta)
+    outcome, why, _ = lc.verdict(p, theory_problem)
+    assert outcome == "aligned" and why.startswith("2e+08 steps (continuation)"), why
+    plant_stall_past(monkeypatch, 2 * 10**7, lc.section5_step(p).eta)
+    outcome, why, _ = lc.verdict(p, theory_problem)
+    assert outcome == "not judged" and "the continuation stopped before 2e+08" in why, why

@@ -159,6 +159,8 @@ class ContinuedTrajectory(Trajectory):
     njev: int = 0
     continuation_seconds: float = 0.0
     notes: list = field(default_factory=list)
+    # Why a partial solve (``continue_flow(..., partial=True)``) ended before its horizon; None when it did not.
+    stopped: str | None = None
 
 
 class _Flow:
@@ -284,8 +286,8 @@ class _Flow:
 class _Solution:
     """The states at the requested points of a segmented solve, and its cost."""
 
-    def __init__(self, y, nfev, njev, methods=METHOD):
-        self.y, self.nfev, self.njev, self.methods = y, nfev, njev, methods
+    def __init__(self, y, nfev, njev, methods=METHOD, stopped=None):
+        self.y, self.nfev, self.njev, self.methods, self.stopped = y, nfev, njev, methods, stopped
 
 
 def gd_rounding_per_step(problem: Problem, wmax: float) -> float:
@@ -412,11 +414,15 @@ def _decade(flow: _Flow, a: float, b: float, y: np.ndarray, at: np.ndarray, meth
     return sol, used
 
 
-def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float, atol: float) -> _Solution:
+def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float, atol: float,
+           partial: bool = False) -> _Solution:
     """Integrate decade by decade of ``t`` (each with :func:`noise_atol` at its end).  A decade that stalls
     (SEGMENT_EVALS evaluations) is solved again at the next of :data:`STAGES` (BDF with ``flow.fallback_evals``;
     then, for a non-convex flow, BDF with ``D`` integrated over its accepted states), and so is the rest of the
-    solve (``methods`` says which ran).  ``method``: the first stage's integrator."""
+    solve (``methods`` says which ran).  ``method``: the first stage's integrator.  A decade that stalls at
+    the last stage, or ends in a non-finite state, raises ``FloatingPointError``; with ``partial`` the
+    solution instead holds the points of the decades completed before it and ``stopped`` says why (each
+    decade starts from the last one's end, so those points and their ``D`` do not depend on what follows)."""
     stages = [(method, STAGES[0][1])] + [st for st in STAGES[1:] if st != (method, STAGES[0][1])]
     if flow.convex:
         stages = [st for st in stages if st[1] == "solve"]
@@ -433,23 +439,35 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
             pts = s_eval[done:]
         # The segment's end is always an output point.
         at = pts if len(pts) and pts[-1] == b else np.append(pts, b)
+        stopped = None
         while True:
             before = flow.evals
             try:
                 sol, used = _decade(flow, a, b, y, at, *stages[stage], rtol, atol)
                 break
             except _SegmentStall as exc:
-                if stage + 1 == len(stages):
-                    raise FloatingPointError(f"continuation: {_stage_name(stages[stage])} stalled too "
-                                             f"({exc})") from None
                 nfev += flow.evals - before
+                if stage + 1 == len(stages):
+                    stopped = f"continuation: {_stage_name(stages[stage])} stalled too ({exc})"
+                    break
                 stage += 1
                 methods.append(_stage_name(stages[stage]))
+            except FloatingPointError as exc:  # BDF's LU of a non-finite Jacobian
+                nfev += flow.evals - before
+                stopped = str(exc)
+                break
+        if stopped is None and not np.all(np.isfinite(sol.y[:, -1])):
+            # e.g. a loss that is infinite past some W (log with a broken head)
+            stopped = f"continuation: the state became non-finite by s = {b:.3g}"
+        if stopped is not None:
+            if not partial:
+                raise FloatingPointError(stopped)
+            flow.segment_limit = MAX_EVALS
+            return _Solution(out[:, :done], nfev, njev, "+".join(methods),
+                             f"{stopped}, in the decade to {np.exp(b) / flow.eta:.1e} steps-equivalent")
         out[:, done:done + len(pts)] = sol.y[:, :len(pts)]
         done += len(pts)
         y = sol.y[:, -1]
-        if not np.all(np.isfinite(y)):  # e.g. a loss that is infinite past some W (log with a broken head)
-            raise FloatingPointError(f"continuation: the state became non-finite by s = {b:.3g}")
         nfev, njev = nfev + int(sol.nfev) + used, njev + int(sol.njev)
         a = b
     flow.segment_limit = MAX_EVALS
@@ -463,7 +481,7 @@ def _stage_name(stage) -> str:
 def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Analysis | None = None, *,
                   method: str = METHOD, rtol: float = RTOL, atol: float = ATOL, estimate_error: bool = False,
                   checkpoints=None, sign: float = 1.0, time_scale: float = 1.0,
-                  compiled: bool = True) -> ContinuedTrajectory:
+                  compiled: bool = True, partial: bool = False) -> ContinuedTrajectory:
     """``traj`` (plain GD on ``problem``) continued to ``steps`` steps-equivalent by the gradient flow in log time.
 
     Parameters
@@ -490,11 +508,17 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
         The right-hand side from :mod:`theory.li2024.flow_kernel` (default) or its numpy reference (the
         same arithmetic in another order: the two differ by rounding, which can change the integrator's
         steps).
+    partial : bool
+        Where the integrator fails in a later decade (it stalls at every stage, or the state becomes
+        non-finite), return the checkpoints of the decades completed before it, with ``stopped`` saying why,
+        instead of raising ``FloatingPointError``.  With ``estimate_error`` the checkpoints are those both
+        solves reached.
 
     Returns
     -------
     ContinuedTrajectory
-        ``traj``'s checkpoints followed by :class:`ContinuationCheckpoint` s.
+        ``traj``'s checkpoints followed by :class:`ContinuationCheckpoint` s (up to ``steps``, or to where a
+        partial solve stopped).
     """
     if traj.normalized:
         raise NotImplementedError("continuation: plain GD only (normalized GD's flow is another equation)")
@@ -516,13 +540,17 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
     s1 = float(np.log(t1))
     s_eval = np.log(t1 + time_scale * eta * (later.astype(float) - tau1))
     start = time.perf_counter()
-    sol = _solve(flow, s1, s_eval, method, rtol, atol)
+    sol = _solve(flow, s1, s_eval, method, rtol, atol, partial)
     nfev, njev = int(sol.nfev), int(sol.njev)
+    stopped, reached = sol.stopped, sol.y.shape[1]
     fine = None
-    if estimate_error:
-        fine = _solve(flow, s1, s_eval, method, rtol / 100, atol / 100)
+    if estimate_error and reached:
+        fine = _solve(flow, s1, s_eval[:reached], method, rtol / 100, atol / 100, partial)
         nfev += int(fine.nfev)
         njev += int(fine.njev)
+        if fine.y.shape[1] < reached:
+            stopped, reached = f"{fine.stopped} (the error estimate's solve)", fine.y.shape[1]
+    later = later[:reached]
     seconds = time.perf_counter() - start
     E, M = problem.E, problem.gram
     membership = _scc_membership(analysis) if analysis is not None else None
@@ -545,7 +573,7 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
                                           gd_rounding=float((tau - tau1) * gd_rounding_per_step(problem, wmax))))
     base.checkpoints += out
     base.nfev, base.njev, base.continuation_seconds = nfev, njev, seconds
-    base.method = sol.methods
+    base.method, base.stopped = sol.methods, stopped
     return base
 
 
@@ -821,8 +849,10 @@ class Escalation:
     def _to_top(self, gd) -> Trajectory | None:
         """The continuation from ``gd`` to the last budget of its ladder (the ``τ₁ 10^k`` nearest ``horizon``),
         solved once per GD run and cut at each budget below it (one solve instead of one per budget; the
-        escalated Theorem 1 decision reads its trend there).  None when that solve failed: the budgets are
-        then solved one by one, and the first that fails raises :class:`ContinuationFailed`."""
+        escalated Theorem 1 decision reads its trend there).  Where that solve fails in a later decade it keeps
+        the decades completed before it (``partial``), and the budgets past them are solved one by one (a
+        solve that ends inside the failed decade can still finish); the first that fails raises
+        :class:`ContinuationFailed`.  None when it reached no budget."""
         from theory.core.decision import budget_ladder
 
         tau1 = int(gd.final.step)
@@ -831,14 +861,17 @@ class Escalation:
         if key not in self.runs:
             later = np.union1d(log_checkpoints(ladder[-1]), np.asarray(ladder, dtype=np.int64))
             try:
-                self.runs[key] = self._continued(gd, ladder[-1], later)
+                top = self._continued(gd, ladder[-1], later, partial=True)
             except FloatingPointError:
-                self.runs[key] = None
+                top = None
+            # A solve that stopped before the ladder's first budget holds nothing to cut.
+            self.runs[key] = top if top is not None and top.final.step > tau1 else None
         return self.runs[key]
 
-    def _continued(self, gd, steps: int, checkpoints=None) -> ContinuedTrajectory:
+    def _continued(self, gd, steps: int, checkpoints=None, partial: bool = False) -> ContinuedTrajectory:
         """:func:`continue_flow` from ``gd`` to ``steps``, its notes saying where it started and why."""
-        out = continue_flow(self.problem, gd, steps, self.analysis, checkpoints=checkpoints, **self.plant)
+        out = continue_flow(self.problem, gd, steps, self.analysis, checkpoints=checkpoints, partial=partial,
+                            **self.plant)
         tau1 = int(gd.final.step)
         out.notes.append(f"continued from GD at {tau1} (agreed over [{tau1 // 10}, {tau1}])")
         return out

@@ -71,7 +71,8 @@ def continued(problem: Problem, gd, budgets, *, checked: bool = False) -> tuple[
     """``(run, why)``: ``gd`` continued to the largest of ``budgets`` (checkpoints: log-spaced and every budget),
     or ``(None, why)`` when the continuation is not used: its bound failed over GD's last decade on this
     problem (:func:`agreement`; skipped when ``checked``: an earlier call on the same ``gd`` passed it), or
-    its integrator failed."""
+    its integrator failed before the first checkpoint.  Where the integrator fails in a later decade, ``run``
+    ends with the decades completed before it and ``run.stopped`` says why (``continue_flow``'s ``partial``)."""
     worst = float("nan")
     if not checked:
         try:
@@ -82,9 +83,12 @@ def continued(problem: Problem, gd, budgets, *, checked: bool = False) -> tuple[
             return None, f"the continuation disagreed with GD over its last decade ({where})"
     top = int(max(budgets))
     try:
-        run = continue_flow(problem, gd, top, checkpoints=np.union1d(log_checkpoints(top), np.asarray(budgets)))
+        run = continue_flow(problem, gd, top, checkpoints=np.union1d(log_checkpoints(top), np.asarray(budgets)),
+                            partial=True)
     except (FloatingPointError, ValueError, np.linalg.LinAlgError) as exc:
         return None, f"the continuation failed: {exc}"
+    if run.stopped is not None and run.final.step == gd.final.step:
+        return None, f"the continuation failed: {run.stopped}"
     run.notes.append(f"continued from GD at {gd.final.step} (bound held over its last decade: worst {worst:.2g})")
     return run, ""
 

@@ -349,12 +349,22 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
     state = r["not_judged"]
     last = r
     skipped = []  # (budget, why not judged there)
+    stopped = ""  # why the continuation ended before the ladder's last budget
     for b in ladder:
-        if run.final.step < b:
+        if run.final.step < b and run.stopped is None:
             run, why = lcont.continued(p, gd, ladder, checked=True)
             if run is None:  # nothing decided through the continuation: GD takes over, as where it was refused
                 r["continuation_note"] = f" (through the continuation: {state} at {last['steps']:.0e}; past it {why})"
                 return None
+        if run.final.step < b:
+            # The integrator failed in a later decade: the budgets it reached are judged as the ladder's (a
+            # broken-head ce draw of stress seeds 11-55 stalled on B past 2e8, after its verdict there; the
+            # failed solve used to discard them and leave the draw to GD, not judged).
+            stopped = f"; the continuation stopped before {b:.0e} ({run.stopped})"
+            if last is r:
+                r["continuation_note"] = f" (not escalated: {run.stopped})"
+                return None
+            break
         if not r["step"].proved:
             left = region_left(p, truncate(run, b), r["step"])
             if left is not None:
@@ -410,7 +420,7 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
     last["not_judged"] = None if state == "failed" else state
     if state != "failed":
         return ("not judged", f"{UNDECIDED if state in BOUND_LIMITED else ''}{state} at {last['steps']:.0e} "
-                f"steps-equivalent (continued from GD at {tau1})" + _skipped(skipped[:-1]), last)
+                f"steps-equivalent (continued from GD at {tau1})" + _skipped(skipped[:-1]) + stopped, last)
     rate = history[-1][2]
     # The trend is read within the last settled stretch: a budget skipped in between (a selection that changed)
     # separates two runs toward different pseudo-TPGs, and a first value from before it is a transit's.  A
@@ -420,5 +430,6 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
     since = max((n for n, why in skipped if why not in BOUND_LIMITED), default=0)
     first = next(q for n, _, q, *_ in history if n > since)
     if rate < first:
-        return "not judged", f"{UNDECIDED}converging but not aligned within {lcont.HORIZON:.0e} steps-equivalent", last
-    return "not aligned", _failed(last, rate, note, history) + _skipped(skipped), last
+        return ("not judged", f"{UNDECIDED}converging but not aligned within {last['steps']:.0e} "
+                f"steps-equivalent{stopped}", last)
+    return "not aligned", _failed(last, rate, note, history) + _skipped(skipped) + stopped, last
