@@ -268,3 +268,29 @@ def test_budgets_reached_before_a_failed_solve_are_judged(monkeypatch):
     plant_stall_past(monkeypatch, 2 * 10**7, lc.section5_step(p).eta)
     outcome, why, _ = lc.verdict(p, theory_problem)
     assert outcome == "not judged" and "the continuation stopped before 2e+08" in why, why
+
+
+@pytest.mark.theorem("Section 5")
+def test_the_tolerance_on_b_takes_the_rounding_noise_measured_on_the_problem():
+    """On the stall-after-verdict draw (broken-head ce) the right-hand side's rounding noise, measured as the
+    compiled kernel against its numpy reference, is 10-76 times the assumed ``eps t`` from 2e7 steps-equivalent
+    on: with that floor alone every stage stalled on ``B`` in the decade to 2e12.  With the measured floor the
+    solve must reach 2e12 whole, and the floor must be what it measures (not ``eps t`` again) past 2e7."""
+    from theory.li2024 import continuation
+    from theory.li2024.losses import EPS
+
+    p = Problem.load(STALL_AFTER_VERDICT)
+    gd, _ = lc.train_section5(p, START)
+    starts = []
+    decade = continuation._decade
+
+    def recording(flow, a, b, y, *args, **kw):
+        starts.append((a, flow.rounding_noise(a, y)))
+        return decade(flow, a, b, y, *args, **kw)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(continuation, "_decade", recording)
+        run = continue_flow(p, gd, MARKS[-1], checkpoints=MARKS, partial=True)
+    assert run.stopped is None and run.final.step == MARKS[-1], (run.final.step, run.stopped)
+    late = [noise / (EPS * np.exp(a)) for a, noise in starts if np.exp(a) > 2e7 * gd.eta]
+    assert late and max(late) > 5, late
