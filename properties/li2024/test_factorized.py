@@ -5,9 +5,10 @@ calibrations both ways on problems whose two Graph-SVM solutions are at least 10
 
 Calibrations: the nuclear path judged against the Frobenius ``W^svm`` must not hold, and the Frobenius path
 (Theorem 2's) judged against ``W^nuc`` must not hold; plain-W GD (Theorem 1's run) judged against ``W^nuc``
-must fail; on the same problems the nuclear path judged against ``W^nuc`` must not fail.  The GD rule's
-two-decade stall test both ways: a planted stall fails, a slow approach to ``W^nuc`` (synthetic, and the
-kq-phase run that the one-decade rule rejected) does not.
+must not hold (it settles, and the GD rule never rejects: GD on the factors settles near saddles too); on
+the same problems the nuclear path judged against ``W^nuc`` must not fail.  The GD rule's two-decade stall
+test both ways: a planted stall is read as settled, a slow approach to ``W^nuc`` (synthetic, and the kq-phase
+run that the one-decade rule rejected) is not.
 """
 from __future__ import annotations
 
@@ -119,11 +120,12 @@ def test_kq_path_calibrated_both_ways(p):
 @pytest.mark.judged(floor=0.25)
 @given(p=disagreeing_problems())
 @SLOW
-def test_plain_gd_judged_against_the_nuclear_target_fails(p):
+def test_plain_gd_judged_against_the_nuclear_target_settles_and_is_not_accepted(p):
     """GD on W itself (Theorem 1's run, heading to ``W^svm``), judged by the GD claim's escalation
     (:func:`theory.li2024.factorized_claims.gd_escalate`: 10^5, 10^6, 10^7 steps, plain-W GD on its compiled
-    engine, 2-3 s at 10^7) against ``W^nuc``: fails (settled over two decades on a direction neither
-    ``W^nuc`` nor factorized-stationary); against ``W^svm`` the same rule must not fail."""
+    engine, 2-3 s at 10^7) against ``W^nuc``: not accepted, and read as settled over two decades elsewhere
+    (21 of 21 problems settled by 10^7 in ``benchmarks/kq_stationarity.py``); against ``W^svm``, its own
+    limit, the same rule accepts or finds the run still moving, never settled elsewhere."""
     from functools import lru_cache
 
     from theory.li2024.analysis import analyze
@@ -138,12 +140,12 @@ def test_plain_gd_judged_against_the_nuclear_target_fails(p):
 
     v = fc.gd_escalate(run_to, p, an, nuclear_svm(p).W, fc.GD_MAX_STEPS)
     _count(v, "plain GD vs W^nuc (planted)")
-    if v.outcome is Outcome.UNDECIDED and "still moving" in v.reason:
+    assert v.outcome is not Outcome.HOLDS, v.reason
+    if not v.measures.get("settled"):
         not_judged("plain GD still moving at 1e7 steps")
-    assert v.outcome is Outcome.FAILS, v.reason
     margin("kq_gd two-decade stall", "planted", v.measures["stall"])
     own = fc.gd_escalate(run_to, p, an, graph_svm(p, exact=False).W, fc.GD_MAX_STEPS)
-    assert own.outcome is not Outcome.FAILS, own.reason
+    assert own.outcome is Outcome.HOLDS or not own.measures["settled"], own.reason
 
 
 def _synthetic_run(p, errors):
@@ -186,33 +188,33 @@ def _kq_phase_problem(seed: int, K: int, d: int):
 # mildest planted stall measured (0.947 over two decades); "flat": a run stopped outright.  "edge +1%" /
 # "edge -1%": two decades at STALL x 1.01 and x 0.99.
 SYNTHETIC = {
-    "slow 1e6": ([0.2897, 0.1145, 0.1074, 0.1026], Outcome.UNDECIDED),
-    "slow 1e7": ([0.2897, 0.1145, 0.1074, 0.1026, 0.0924], Outcome.UNDECIDED),
-    "plain": ([0.2898, 0.2481, 0.2299, 0.2216, 0.2177], Outcome.FAILS),
-    "flat": ([0.30, 0.2990, 0.2985, 0.2982], Outcome.FAILS),
-    "edge +1%": ([0.30, 0.26, 0.25, 0.26 * fc.STALL * 1.01], Outcome.FAILS),
-    "edge -1%": ([0.30, 0.26, 0.25, 0.26 * fc.STALL * 0.99], Outcome.UNDECIDED),
+    "slow 1e6": ([0.2897, 0.1145, 0.1074, 0.1026], False),
+    "slow 1e7": ([0.2897, 0.1145, 0.1074, 0.1026, 0.0924], False),
+    "plain": ([0.2898, 0.2481, 0.2299, 0.2216, 0.2177], True),
+    "flat": ([0.30, 0.2990, 0.2985, 0.2982], True),
+    "edge +1%": ([0.30, 0.26, 0.25, 0.26 * fc.STALL * 1.01], True),
+    "edge -1%": ([0.30, 0.26, 0.25, 0.26 * fc.STALL * 0.99], False),
 }
 
 
 @pytest.mark.parametrize("name", list(SYNTHETIC))
-def test_gd_rule_rejects_a_stall_over_two_decades_not_a_slow_approach(name):
+def test_gd_rule_reads_a_stall_over_two_decades_as_settled_not_a_slow_approach(name):
     """:func:`theory.li2024.factorized_claims.gd_decide` on synthetic checkpoints of the kq-phase 6x6 problem of
     seed 1 (increments in the plane of ``Ŵ^nuc`` and ``Ŵ^svm``, directions settled: c <= 0.02 a decade): a
-    planted stall fails, a slow approach (the measured errors of a run still closing on ``W^nuc``) does not,
-    and the threshold decides at ``STALL`` +-1%.  Where the one-decade rule (``e_last >= PLATEAU e_prev``) would
-    have rejected the slow approach, the two-decade rule does not."""
-    errors, want = SYNTHETIC[name]
+    planted stall is settled, a slow approach (the measured errors of a run still closing on ``W^nuc``) is
+    not, and the threshold decides at ``STALL`` +-1%; neither is accepted.  Where the one-decade rule
+    (``e_last >= PLATEAU e_prev``) would have read the slow approach as a stall, the two-decade rule does not."""
+    errors, settled = SYNTHETIC[name]
     p = _kq_phase_problem(1, 6, 6)
     from theory.li2024.analysis import analyze
 
     v = fc.gd_decide(_synthetic_run(p, errors), p, analyze(p), nuclear_svm(p).W)
     assert v.measures["c_last"] <= fc.SETTLED and v.measures["c_prev"] <= fc.SETTLED, v.reason
-    assert v.outcome is want, v.reason
+    assert v.outcome is Outcome.UNDECIDED and v.measures["settled"] is settled, v.reason
     if name == "slow 1e6":
         assert errors[-1] >= fc.PLATEAU * errors[-2] and v.measures["stall"] < fc.STALL, v.reason
-    if want is Outcome.FAILS:
-        assert v.measures["kkt_residual"] > fc.KKT_REJECT, v.reason
+    if settled:
+        assert v.measures["kkt_residual"] > 0.1, v.reason  # the W^svm side of the plane: not stationary
 
 
 def test_slow_approach_on_the_measured_run_is_not_rejected():
@@ -246,19 +248,29 @@ def test_kq_path_holds_on_the_control(p):
 @settings(deadline=None, max_examples=scaled(1))
 def test_kq_gd_claim_on_a_drawn_problem(p):
     """The conjecture on one drawn problem per ci run (GD on the factors on the compiled engine, escalated to
-    10^6 steps under ci, ~1 s, to the claim's 10^7 under stress and deep, 5-20 s): a 'fails' is a finding (a
-    direction neither ``W^nuc`` nor stationary), so it fails the test; undecided is counted by reason.
-    Calibration at the same budget: the same run judged against the Frobenius ``W^svm`` (>= 10° from
-    ``W^nuc``, a planted target) is not accepted."""
+    10^6 steps under ci, ~1 s, to the claim's 10^7 under stress and deep, 5-20 s): accepted, or undecided and
+    counted by reason (settled elsewhere or still moving; the rule never rejects: module docstring of
+    :mod:`theory.li2024.factorized_claims`).  Calibration at the same budget: the same run judged against
+    the Frobenius ``W^svm`` (>= 10° from ``W^nuc``, a planted target) is not accepted."""
     v = fc.judge_kq_gd(p, budget_scale=KQ_SCALE)
     _count(v, "kq GD")
     note(v.reason)
-    assert v.outcome is not Outcome.FAILS, v.reason
     if v.measures.get("e_last", 0.0) > fc.CLOSE:
         margin("kq_gd two-decade stall", "valid", v.measures["stall"])
     planted = fc.judge_kq_gd(p, budget_scale=KQ_SCALE, target=graph_svm(p, exact=False).W)
     _count(planted, "kq GD vs W^svm (planted)")
     assert planted.outcome is not Outcome.HOLDS, planted.reason
+
+
+def test_a_saddle_plateau_is_not_a_counterexample():
+    """A stress draw (main job at a5cdad3, ``examples/kq_gd_saddle_plateau.json``, K = 6, d = 8): GD on the
+    factors settles over two decades 0.466 from ``W^nuc`` with its increment nearly rank one, the KKT
+    residual falling 0.075, 0.062, 0.053 at 10^5..10^7 steps (0.048 at 10^8): the former rule rejected it at
+    10^7 (residual above 0.05).  At the claim's 10^7 it must be undecided and read as settled, not 'fails'."""
+    p = Problem.load("examples/kq_gd_saddle_plateau.json")
+    v = fc.judge_kq_gd(p)
+    assert v.outcome is Outcome.UNDECIDED and v.measures["settled"], v.reason
+    assert 0.03 < v.measures["kkt_residual"] < 0.07, v.reason
 
 
 def test_claims_on_an_example_file():

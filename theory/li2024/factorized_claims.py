@@ -38,13 +38,23 @@ part cancels to first order), their direction error ``e_k`` to ``Ŵ^nuc`` and th
 ``c_k = ||Δ̂_k - Δ̂_{k-1}||``:
 
 * accept: ``e_last <= CLOSE`` and shrinking;
-* reject: the increment has *settled* elsewhere over two decades -- ``e_last > CLOSE``,
-  ``e_last >= STALL e_{last-2}`` (the error two decades earlier; 0.92), ``c <= SETTLED`` over each of the
-  last two decades -- and the settled direction is not first-order stationary for the factorized
-  max-margin problem (:func:`stationarity_residual` above ``KKT_REJECT``): neither ``W^nuc`` nor a local
-  direction;
-* otherwise undecided (a run still moving; a settled stationary direction other than ``W^nuc``, whose local
-  optimality is not certified).
+* never reject; undecided otherwise, and the reason tells two cases apart: the increment has *settled*
+  elsewhere over two decades -- ``e_last > CLOSE``, ``e_last >= STALL e_{last-2}`` (the error two decades
+  earlier; 0.92), ``c <= SETTLED`` over each of the last two decades (measures ``settled`` and the settled
+  direction's :func:`stationarity_residual`) -- or the run is still moving.
+
+Why a settled direction is not a rejection.  The rule rejected one whose stationarity residual was above
+0.05 (neither ``W^nuc`` nor a stationary direction), calibrated on two problems.  Measured on 21 problems
+(the kq-phase sweep's nine and twelve draws of ``strategies.kq.disagreeing_problems``;
+``benchmarks/kq_stationarity.py``, ``benchmarks/RESULTS.md``), every run-budget where the settled test
+passes: GD on the factors (valid) settles with residuals 0.034-0.069 at ``m = d`` and 0.95 at ``m = 3, 5`` on
+a 6x6 problem still closing on ``W^nuc``; plain-W GD (planted, on ``W^svm``) with 0.065-0.20.  No threshold
+separates them, and the residual's trend over two decades does not either (valid 0.064-1.00, planted
+0.63-1.09).  The valid runs sit near a saddle of the factorized problem (their increment nearly rank one, the
+second singular value creeping 0.0187, 0.0196, 0.0203 of the first a decade on a stress draw whose residual
+fell 0.075, 0.062, 0.053, 0.048 from 10^5 to 10^8 steps): GD on factors from a small start can linger near
+such points for decades, which no two-decade test at these budgets tells from a limit.  The stress draw was
+a false 'fails' (residual 0.0532 at 10^7), and so were two of the twelve draws (0.0565 at 10^6, 0.0694 at 10^7).
 
 ``gd_escalate`` applies it at 10^5, 10^6, 10^7 steps (``GD_MAX_STEPS x budget_scale``), stopping at the
 first decided budget; undecided at the largest.  Why two decades and not one: GD on the factors approaches
@@ -64,8 +74,8 @@ multipliers came close (residuals 0.12 and 0.19).
 Calibration, measured on the Gaussian problems #1 (11.2° apart) and #3 (17.3°) of
 ``benchmarks/nuclear_angles.py``: the nuclear path holds against ``W^nuc`` (e = 0.065, 0.067 at t = 16) and
 fails against ``W^svm`` (plateau at e = 0.197, 0.302 at t = 64); plain-W GD (Theorem 1's run, 10^5 steps)
-fails against ``W^nuc`` (settled, c = 0.006 and 0.019, KKT residual 0.12 and 0.20) and holds against
-``W^svm``; GD on ``(W_K, W_Q)`` (m = d) is undecided, still moving at 10^5 steps (e = 0.21 and 0.22, c = 0.08
+settles against ``W^nuc`` (c = 0.006 and 0.019, KKT residual 0.12 and 0.20: the former rejection, above) and
+holds against ``W^svm``; GD on ``(W_K, W_Q)`` (m = d) is undecided, still moving at 10^5 steps (e = 0.21 and 0.22, c = 0.08
 and 0.04), as ``benchmarks/RESULTS.md`` found.  The two-decade rule's calibration on the kq-phase sweep's
 problems is at ``STALL``.
 """
@@ -92,10 +102,6 @@ CLOSE = 0.05  # direction error counted as converged: 2.9°, a third of a 10° t
 RESOLVED = 1e-3
 PLATEAU = 0.9  # path: e kept at least this share of itself over a doubling: not converging
 SETTLED = 0.02  # GD: the increment's direction moved at most this much over the last decade
-# Relative residual of the factorized KKT conditions above which a direction is not stationary.  Measured on
-# the two Gaussian problems above (11° and 17° apart): W^nuc 1.1e-5 and 7.8e-6; W^svm 0.120 and 0.191; plain-W
-# GD's increment at 10^5 steps (1-2° from W^svm) 0.123 and 0.198.
-KKT_REJECT = 0.05
 PATH_MARGINS = np.array([1.0, 2.0, 4.0, 8.0, 16.0])
 PATH_ESCALATION = np.array([32.0, 64.0])
 # GD: e two decades on kept at least this share of itself (with the direction moved <= SETTLED over each of
@@ -121,7 +127,8 @@ STALL = 0.92
 # 0.080 at 10^5..10^8; its increment's KKT residual 0.95-0.70: a direction still on its way is not stationary
 # either).  Under the two-decade rule, escalating to 10^7: 8 hold, 0 fail, 28 undecided (3 / 0 / 33 at 10^5
 # before); plain-W GD against W^nuc fails on all 9 problems (5 by 10^6), GD on the factors against W^svm
-# holds on none.  10^8 (100-150 s a run) is left out: no longer a check's cost.
+# holds on none.  (Those "fail" counts are the former rule's, which rejected a settled direction on its
+# stationarity residual: the module docstring says why that went.)  10^8 (100-150 s a run) is left out: no longer a check's cost.
 GD_MAX_STEPS = 10_000_000
 GD_MIN_STEPS = 100_000  # three decade increments (10^2 -> 10^5), the fewest gd_decide judges on
 
@@ -339,9 +346,10 @@ def gd_decide(checkpoints, problem, an, target) -> Verdict:
     Returns
     -------
     Verdict
-        Holds, fails, or undecided (fewer than 3 increments, still moving, or settled on a stationary
-        direction other than ``target``), with ``e_last``, ``e_prev``, ``c_last``, ``c_prev``, ``stall``
-        (``e_last`` over ``e`` two decades earlier), ``steps`` (and ``kkt_residual``).  ``gd_escalate``
+        Holds or undecided (fewer than 3 increments, still moving, or settled on a direction other than
+        ``target``; never fails: module docstring), with ``e_last``, ``e_prev``, ``c_last``, ``c_prev``,
+        ``stall`` (``e_last`` over ``e`` two decades earlier), ``steps``, ``settled`` (and ``kkt_residual``
+        where settled).  ``gd_escalate``
         runs it at growing budgets.
     """
     space = _space(an)
@@ -353,19 +361,16 @@ def gd_decide(checkpoints, problem, an, target) -> Verdict:
            f"c={np.array2string(c, precision=4)} at steps {steps}; e over two decades x{stall:.3f}")
     measures = {"e_last": float(e[-1]), "e_prev": float(e[-2]), "c_last": float(c[-1]), "c_prev": float(c[-2]),
                 "stall": stall, "steps": int(steps[-1])}
+    settled = e[-1] > CLOSE and stall >= STALL and c[-1] <= SETTLED and c[-2] <= SETTLED
+    measures["settled"] = bool(settled)
     if e[-1] <= CLOSE and e[-1] < e[-2]:
         return Verdict(Outcome.HOLDS, measures, budget=int(steps[-1]), reason_text=why)
-    settled = e[-1] > CLOSE and stall >= STALL and c[-1] <= SETTLED and c[-2] <= SETTLED
     if settled:
         kkt = stationarity_residual(incs[-1], problem, an.graphs)
         measures["kkt_residual"] = kkt
-        if kkt > KKT_REJECT:
-            return Verdict(Outcome.FAILS, measures, budget=int(steps[-1]),
-                           reason_text=f"{why}; settled over two decades on a direction neither W^nuc nor "
-                                       f"stationary (KKT residual {kkt:.3g} > {KKT_REJECT})")
         return Verdict(Outcome.UNDECIDED, measures, budget=int(steps[-1]),
-                       reason_text=f"{why}; settled on a stationary direction other than W^nuc (KKT residual "
-                                   f"{kkt:.3g}); local optimality not certified")
+                       reason_text=f"{why}; settled over two decades on a direction other than W^nuc (KKT residual "
+                                   f"{kkt:.3g}): a limit or a saddle GD lingers near, not told apart at this budget")
     return Verdict(Outcome.UNDECIDED, measures, budget=int(steps[-1]), reason_text=f"{why}; still moving")
 
 
@@ -562,10 +567,10 @@ KQ_GD = Claim(
     "gradient descent on (W_K, W_Q) from a small random start converges in direction to the nuclear-norm "
     "Graph-SVM W^nuc or to a locally optimal direction (a conjecture)",
     (LOG_LOSS, HEAD, LABEL, INDEPENDENT),
-    "decade increments of W: holds when within 0.05 of W^nuc and shrinking; fails when settled over two decades "
-    "(moved <= 0.02 in each, error kept >= 0.92 of itself) on a direction that is neither W^nuc nor a "
-    "stationary point of the factorized max-margin problem; budgets 10^5, 10^6, 10^7 steps x budget scale, "
-    "escalated while undecided",
+    "decade increments of W: holds when within 0.05 of W^nuc and shrinking; never fails (a direction settled "
+    "over two decades elsewhere, moved <= 0.02 in each with its error kept >= 0.92 of itself, may be a saddle "
+    "GD lingers near: undecided, with its stationarity residual); budgets 10^5, 10^6, 10^7 steps x budget "
+    "scale, escalated while undecided",
     ("plain-W GD (Theorem 1's run, heading to W^svm) judged against W^nuc",),
     ("properties/li2024/test_factorized.py",),
     judge_kq_gd, Domain(("log",), ("biorthogonal",)))
