@@ -273,6 +273,23 @@ def test_a_saddle_plateau_is_not_a_counterexample():
     assert 0.03 < v.measures["kkt_residual"] < 0.07, v.reason
 
 
+def test_the_stationarity_residual_is_at_most_one():
+    """The multipliers 0 are feasible, so the residual is in [0, 1].  On plain-W GD's decade increments of the
+    kq-phase 4x4 problem of seed 1 (10^3..10^6 steps) scipy's default ``lsq_linear`` returned 2.1e13 and 1.8e12
+    on a degenerate system; the residual must be re-solved (BVLS) to a value in [0, 1], and the increments
+    (1-2° from ``W^svm``) must read as not stationary for the factorized problem (measured 0.164)."""
+    from theory.li2024.analysis import analyze
+    from theory.li2024.losses import safe_step
+    from theory.li2024.training import train
+
+    p = _kq_phase_problem(1, 4, 4)
+    an = analyze(p)
+    cps = train(p, 10**6, safe_step(p), checkpoints=fc.decade_marks(10**6)).checkpoints
+    _, _, _, incs = fc.gd_errors(cps, fc._space(an), nuclear_svm(p).W)
+    got = [fc.stationarity_residual(v, p, an.graphs) for v in incs[-3:]]
+    assert all(0.1 < r <= 1.0 for r in got), got
+
+
 def test_claims_on_an_example_file():
     """examples/scc_above_token.json (W^nuc = W^svm there): the path claim holds; the GD claim at a
     budget under 10^5 steps is undecided without running."""
