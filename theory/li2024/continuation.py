@@ -319,7 +319,7 @@ def gd_rounding_per_step(problem: Problem, wmax: float) -> float:
 
 def noise_atol(t: float, atol: float = ATOL, measured: float = 0.0) -> float:
     """The absolute tolerance on ``B`` for a solve that reaches flow time ``t``: ``max(atol, eps t, measured)``,
-    ``measured`` the right-hand side's rounding noise measured on the problem (:meth:`_Flow.rounding_noise`,
+    ``measured`` the right-hand side's rounding noise measured on the problem (``_Flow.rounding_noise``,
     scaled to ``t``).
 
     Late, the in-SCC entries of ``G`` are sums over samples of O(1) terms that cancel down to ``O(1/t)`` (the
