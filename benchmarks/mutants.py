@@ -160,6 +160,17 @@ MUTANTS = [
     Mutant("section5-no-rerun-from-gd", "Section 5 never re-runs GD where the bound was too wide within its reach",
            "theory/li2024/local_convergence.py", "    if state in BOUND_LIMITED and limited:",
            "    if False:"),
+    Mutant("partial-discards", "a solve that fails in a later decade keeps nothing (partial ignored)",
+           "theory/li2024/continuation.py", "            if not partial:\n                raise FloatingPointError(stopped)",
+           "            if True:\n                raise FloatingPointError(stopped)"),
+    Mutant("section5-stall-judged-as-horizon", "Section 5 re-solves past a partial run instead of judging its budgets",
+           "theory/li2024/local_convergence.py", "        if run.final.step < b and run.stopped is None:",
+           "        if run.final.step < b:"),
+    Mutant("noise-floor-assumed", "B's tolerance ignores the rounding noise measured on the problem",
+           "theory/li2024/continuation.py", "    return max(atol, EPS * t, measured)", "    return max(atol, EPS * t)"),
+    Mutant("kkt-residual-unchecked", "the stationarity residual keeps the first solver's answer",
+           "theory/li2024/factorized_claims.py", "        if np.isfinite(out) and out <= 1.0 + 1e-9:",
+           "        if True:"),
 ]
 
 

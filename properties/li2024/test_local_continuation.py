@@ -259,7 +259,8 @@ def test_budgets_reached_before_a_failed_solve_are_judged(monkeypatch):
     ambiguous token and 2e8 is aligned (measured: correlation 0.9956).  Its horizon solve stalled on ``B``
     past 2e8 on one summation order of the curvature, and the failed solve discarded the budgets it had
     reached: not judged.  With a stall planted in every decade past 2e8 the draw must still be aligned at
-    2e8; with it past 2e7, not judged at 2e7, saying that the continuation stopped before 2e8."""
+    2e8; with it past 2e7 nothing is decided before the stop, and the draw goes on as where the continuation
+    fails outright (GD takes over: not judged), saying that the continuation stopped before 2e8."""
     p = Problem.load(STALL_AFTER_VERDICT)
     theory_problem = p.replace(head=None, loss="log")
     plant_stall_past(monkeypatch, 2 * 10**8, lc.section5_step(p).eta)

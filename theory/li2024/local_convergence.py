@@ -357,13 +357,11 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
                 r["continuation_note"] = f" (through the continuation: {state} at {last['steps']:.0e}; past it {why})"
                 return None
         if run.final.step < b:
-            # The integrator failed in a later decade: the budgets it reached are judged as the ladder's (a
-            # broken-head ce draw of stress seeds 11-55 stalled on B past 2e8, after its verdict there; the
-            # failed solve used to discard them and leave the draw to GD, not judged).
-            stopped = f"; the continuation stopped before {b:.0e} ({run.stopped})"
-            if last is r:
-                r["continuation_note"] = f" (not escalated: {run.stopped})"
-                return None
+            # The integrator failed in a later decade: the budgets it reached are judged (a broken-head ce draw
+            # of stress seeds 11-55 stalled on B past 2e8, after its verdict there; the failed solve used to
+            # discard them and leave the draw to GD, not judged).  Only an aligned one decides: past the budgets
+            # reached, the draw goes on as where the continuation failed (below).
+            stopped = f"the continuation stopped before {b:.0e} ({run.stopped})"
             break
         if not r["step"].proved:
             left = region_left(p, truncate(run, b), r["step"])
@@ -398,6 +396,9 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
                 return "aligned", _trail(history) + _skipped(skipped), last
         if state != "failed":
             skipped.append((m["steps"], state))
+    if stopped and last is r:
+        r["continuation_note"] = f" (not escalated: {stopped})"
+        return None
     limited = [n for n, why in skipped if why in BOUND_LIMITED and tau1 < n <= ESCALATE_MAX]
     if state in BOUND_LIMITED and limited:
         # The bound, not the run, left the horizon undecided, and it was already too wide at a budget GD itself
@@ -415,12 +416,18 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
                                         [n for n in ladder if n >= b1], anchored=True)
             if out is not None:
                 return out[0], f"{out[1]} (GD re-run to {b1:.0e}, where the continuation's bound was too wide)", out[2]
+    if stopped:
+        # Nothing decided before the stop (a failed, ambiguous or bound-limited budget is not the horizon's):
+        # GD takes over, as where the continuation failed outright (a square-loss draw of a fresh stress seed
+        # stalled before 2e6, its 2e5 within the bound: undecided there, where GD decides it).
+        r["continuation_note"] = f" (through the continuation: {state} at {last['steps']:.0e}; {stopped})"
+        return None
     last["history"], last["skipped"] = history, skipped
     last["settled"] = state == "failed"
     last["not_judged"] = None if state == "failed" else state
     if state != "failed":
         return ("not judged", f"{UNDECIDED if state in BOUND_LIMITED else ''}{state} at {last['steps']:.0e} "
-                f"steps-equivalent (continued from GD at {tau1})" + _skipped(skipped[:-1]) + stopped, last)
+                f"steps-equivalent (continued from GD at {tau1})" + _skipped(skipped[:-1]), last)
     rate = history[-1][2]
     # The trend is read within the last settled stretch: a budget skipped in between (a selection that changed)
     # separates two runs toward different pseudo-TPGs, and a first value from before it is a transit's.  A
@@ -431,5 +438,5 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
     first = next(q for n, _, q, *_ in history if n > since)
     if rate < first:
         return ("not judged", f"{UNDECIDED}converging but not aligned within {last['steps']:.0e} "
-                f"steps-equivalent{stopped}", last)
-    return "not aligned", _failed(last, rate, note, history) + _skipped(skipped) + stopped, last
+                f"steps-equivalent", last)
+    return "not aligned", _failed(last, rate, note, history) + _skipped(skipped), last
