@@ -267,8 +267,17 @@ def test_budgets_reached_before_a_failed_solve_are_judged(monkeypatch):
     outcome, why, _ = lc.verdict(p, theory_problem)
     assert outcome == "aligned" and why.startswith("2e+08 steps (continuation)"), why
     plant_stall_past(monkeypatch, 2 * 10**7, lc.section5_step(p).eta)
+    from theory.li2024 import local_continuation
+
+    solves = []
+    real = local_continuation.continue_flow
+    monkeypatch.setattr(local_continuation, "continue_flow",
+                        lambda problem, gd, steps, **kw: (kw.get("partial") and solves.append((gd.final.step, steps)))
+                        or real(problem, gd, steps, **kw))
     outcome, why, _ = lc.verdict(p, theory_problem)
     assert outcome == "not judged" and "the continuation stopped before 2e+08" in why, why
+    # The verdict's own solves (the agreement checks aside): a stopped one is not run again, it would stop again.
+    assert len(solves) == len(set(solves)), solves
 
 
 @pytest.mark.theorem("Section 5")
