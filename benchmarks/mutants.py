@@ -163,7 +163,7 @@ MUTANTS = [
     Mutant("partial-discards", "a solve that fails in a later decade keeps nothing (partial ignored)",
            "theory/li2024/continuation.py", "            if not partial:\n                raise FloatingPointError(stopped)",
            "            if True:\n                raise FloatingPointError(stopped)"),
-    Mutant("section5-stall-judged-as-horizon", "Section 5 re-solves past a partial run instead of judging its budgets",
+    Mutant("section5-resolves-past-a-stop", "Section 5 solves again past a continuation that stopped",
            "theory/li2024/local_convergence.py", "        if run.final.step < b and run.stopped is None:",
            "        if run.final.step < b:"),
     Mutant("noise-floor-assumed", "B's tolerance ignores the rounding noise measured on the problem",
