@@ -28,22 +28,15 @@ from theory.li2024.factorized import train_factorized
 from theory.li2024.losses import safe_step
 from theory.li2024.nuclear import nuclear_svm
 from theory.li2024.training import train
-from theory.run.sweep import KQ_MIN_ANGLE, KQ_WIDTHS, _cell_seed
+from theory.run.sweep import KQ_WIDTHS, kq_phase_problem
 
 
 def sweep_problems():
-    from theory.li2024.nuclear import angle_degrees
-    from theory.li2024.svm import graph_svm
-
     for seed in range(3):
         for K, d in ((4, 4), (4, 6), (6, 6)):
-            rng = _cell_seed(seed, K, d)
-            for _ in range(30):
-                p = fc.gaussian_problem(rng, K, d)
-                fro = graph_svm(p, exact=False)
-                if fro.norm > 0 and angle_degrees(nuclear_svm(p).W, fro.W) >= KQ_MIN_ANGLE:
-                    yield f"sweep {K}x{d} s{seed}", p, [KQ_WIDTHS[w](d) for w in KQ_WIDTHS]
-                    break
+            drawn = kq_phase_problem(seed, K, d)
+            if drawn is not None:
+                yield f"sweep {K}x{d} s{seed}", drawn[0], [KQ_WIDTHS[w](d) for w in KQ_WIDTHS]
 
 
 def drawn_problems(n: int, seed: int = 37):

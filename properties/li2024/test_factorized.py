@@ -169,17 +169,12 @@ def _synthetic_run(p, errors):
 
 
 def _kq_phase_problem(seed: int, K: int, d: int):
-    """The problem of the kq-phase cell ``KxD`` of ``seed`` (:func:`theory.run.sweep.kq_phase_run`'s draw)."""
-    from theory.li2024.nuclear import angle_degrees
-    from theory.run.sweep import KQ_MIN_ANGLE, _cell_seed
+    """The problem of the kq-phase cell ``KxD`` of ``seed`` (:func:`theory.run.sweep.kq_phase_problem`)."""
+    from theory.run.sweep import kq_phase_problem
 
-    rng = _cell_seed(seed, K, d)
-    for _ in range(30):
-        p = fc.gaussian_problem(rng, K, d)
-        fro = graph_svm(p, exact=False)
-        if fro.norm > 0 and angle_degrees(nuclear_svm(p).W, fro.W) >= KQ_MIN_ANGLE:
-            return p
-    raise AssertionError("no draw 10° apart")  # pragma: no cover
+    drawn = kq_phase_problem(seed, K, d)
+    assert drawn is not None, "no draw 10° apart"
+    return drawn[0]
 
 
 # Increment errors to W^nuc per decade (10^2 -> 10^3 first).  "slow": the kq-phase 6x6 cell's seed 1 at m = 3,

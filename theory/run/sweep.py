@@ -272,25 +272,14 @@ KQ_WIDTHS = {"d/2": lambda d: max(1, d // 2), "d-1": lambda d: max(1, d - 1), "d
 KQ_MIN_ANGLE = 10.0  # degrees between W^nuc and W^svm: below it the two headings cannot be told apart
 
 
-def kq_phase_run(params: dict, seed: int) -> tuple[str, dict]:
-    """Where GD on ``(W_K, W_Q)`` heads (:func:`theory.li2024.factorized_claims.destination`) on a random
-    Gaussian problem of shape ``KxD`` whose two Graph-SVMs are >= 10° apart (the first of 30 draws from the
-    cell's seed; the same problem for every width), width ``m`` in :data:`KQ_WIDTHS`, ``steps`` steps from
-    the seeded small start: ``pass`` heading to ``W^nuc``, ``fail`` to ``W^svm``, ``undecided`` neither,
-    ``not judged`` when no draw is 10° apart."""
-    from theory.li2024.analysis import analyze
-    from theory.li2024.factorized import train_factorized
-    from theory.li2024.factorized_claims import destination, gaussian_problem
+def kq_phase_problem(seed: int, K: int, d: int):
+    """The problem of the kq-phase cell ``KxD`` of ``seed``: the first of 30 Gaussian draws from the cell's seed
+    (:func:`theory.li2024.factorized_claims.gaussian_problem`) whose two Graph-SVMs are at least
+    :data:`KQ_MIN_ANGLE` apart, as ``(problem, W^nuc, W^svm, angle in degrees)``; None when no draw is."""
+    from theory.li2024.factorized_claims import gaussian_problem
     from theory.li2024.nuclear import angle_degrees, nuclear_svm
     from theory.li2024.svm import graph_svm
 
-    shape, width, steps = str(params["shape"]), str(params["m"]), int(params["steps"])
-    try:
-        K, d = (int(x) for x in shape.split("x"))
-    except ValueError:
-        raise SweepError(f"kq-phase: shape {shape!r} is not KxD") from None
-    if width not in KQ_WIDTHS or d < K or steps < 10_000:
-        raise SweepError(f"kq-phase: need m in {sorted(KQ_WIDTHS)}, d >= K and steps >= 10000 (two decade increments); got {params}")
     rng = _cell_seed(seed, K, d)
     for _ in range(30):
         p = gaussian_problem(rng, K, d)
@@ -300,14 +289,36 @@ def kq_phase_run(params: dict, seed: int) -> tuple[str, dict]:
         nuc = nuclear_svm(p)
         angle = angle_degrees(nuc.W, fro.W)
         if angle >= KQ_MIN_ANGLE:
-            break
-    else:
+            return p, nuc.W, fro.W, angle
+    return None
+
+
+def kq_phase_run(params: dict, seed: int) -> tuple[str, dict]:
+    """Where GD on ``(W_K, W_Q)`` heads (:func:`theory.li2024.factorized_claims.destination`) on a random
+    Gaussian problem of shape ``KxD`` whose two Graph-SVMs are >= 10° apart (the first of 30 draws from the
+    cell's seed; the same problem for every width), width ``m`` in :data:`KQ_WIDTHS`, ``steps`` steps from
+    the seeded small start: ``pass`` heading to ``W^nuc``, ``fail`` to ``W^svm``, ``undecided`` neither,
+    ``not judged`` when no draw is 10° apart."""
+    from theory.li2024.analysis import analyze
+    from theory.li2024.factorized import train_factorized
+    from theory.li2024.factorized_claims import destination
+
+    shape, width, steps = str(params["shape"]), str(params["m"]), int(params["steps"])
+    try:
+        K, d = (int(x) for x in shape.split("x"))
+    except ValueError:
+        raise SweepError(f"kq-phase: shape {shape!r} is not KxD") from None
+    if width not in KQ_WIDTHS or d < K or steps < 10_000:
+        raise SweepError(f"kq-phase: need m in {sorted(KQ_WIDTHS)}, d >= K and steps >= 10000 (two decade increments); got {params}")
+    drawn = kq_phase_problem(seed, K, d)
+    if drawn is None:
         return "not judged", {"reason": f"no draw with the two SVMs >= {KQ_MIN_ANGLE}° apart"}
+    p, nuc, fro, angle = drawn
     m = KQ_WIDTHS[width](d)
     marks = [10 ** k for k in range(2, int(math.log10(steps)) + 1)]
     run = train_factorized(p, marks[-1], m, seed=seed, checkpoints=marks)
-    heading, measures = destination(run.checkpoints, p, analyze(p), nuc.W, fro.W)
-    measures.update(angle=angle, width=m, rank_nuc=int(np.linalg.matrix_rank(nuc.W, 1e-6 * np.linalg.norm(nuc.W, 2))))
+    heading, measures = destination(run.checkpoints, p, analyze(p), nuc, fro)
+    measures.update(angle=angle, width=m, rank_nuc=int(np.linalg.matrix_rank(nuc, 1e-6 * np.linalg.norm(nuc, 2))))
     return {"nuclear": "pass", "frobenius": "fail", "neither": "undecided"}[heading], measures
 
 
