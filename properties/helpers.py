@@ -44,7 +44,6 @@ def assert_close(got, expected, atol: float, what: str, problem=None, *, relativ
     assert got.shape == expected.shape and err <= bound, msg
 
 
-
 def plant_stall_past(monkeypatch, steps: int, eta: float) -> None:
     """Plant a continuation whose integrator fails at every stage in each decade ending past ``steps``
     steps-equivalent (``t = eta steps``)."""

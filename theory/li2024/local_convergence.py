@@ -418,8 +418,8 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
                 return out[0], f"{out[1]} (GD re-run to {b1:.0e}, where the continuation's bound was too wide)", out[2]
     if stopped:
         # Nothing decided before the stop (a failed, ambiguous or bound-limited budget is not the horizon's):
-        # GD takes over, as where the continuation failed outright (a square-loss draw of a fresh stress seed
-        # stalled before 2e6, its 2e5 within the bound: undecided there, where GD decides it).
+        # GD takes over, as where the continuation failed outright (an lsq draw of a fresh stress seed stalled
+        # before 2e6 with its 2e5 within the bound: the stop alone would have left it undecided at 2e5).
         r["continuation_note"] = f" (through the continuation: {state} at {last['steps']:.0e}; {stopped})"
         return None
     last["history"], last["skipped"] = history, skipped
