@@ -56,21 +56,22 @@ def drawn_problems(n: int, seed: int = 37):
 
 
 def rows(name, kind, checkpoints, p, an, target):
-    """One row per budget 10^5, 10^6, ... where the rule's settled test passes with e_last > CLOSE."""
+    """One row per budget 10^5, 10^6, ... where the rule (:func:`theory.li2024.factorized_claims.gd_decide`)
+    reads the run as settled; the residuals of its last three increments (the rule's own is the last)."""
     space = fc._space(an)
     out = []
     for top in fc.gd_budgets(int(checkpoints[-1].step)):
         if top < fc.GD_MIN_STEPS:
             continue
         cps = [c for c in checkpoints if c.step <= top]
-        steps, e, c, incs = fc.gd_errors(cps, space, target)
-        stall = float(e[-1] / max(e[-3], 1e-300))
-        settled = e[-1] > fc.CLOSE and stall >= fc.STALL and c[-1] <= fc.SETTLED and c[-2] <= fc.SETTLED
-        if not settled:
+        v = fc.gd_decide(cps, p, an, target)
+        if not v.measures.get("settled"):
             continue
-        kkt = [fc.stationarity_residual(v, p, an.graphs) for v in incs[-3:]]
-        out.append({"problem": name, "kind": kind, "budget": top, "e_last": float(e[-1]), "stall": stall,
-                    "c": [float(x) for x in c[-2:]], "kkt": kkt, "kkt_ratio": kkt[-1] / kkt[0]})
+        _, _, _, incs = fc.gd_errors(cps, space, target)
+        kkt = [fc.stationarity_residual(inc, p, an.graphs) for inc in incs[-3:-1]] + [v.measures["kkt_residual"]]
+        out.append({"problem": name, "kind": kind, "budget": top, "e_last": v.measures["e_last"],
+                    "stall": v.measures["stall"], "c": [v.measures["c_prev"], v.measures["c_last"]], "kkt": kkt,
+                    "kkt_ratio": kkt[-1] / kkt[0]})
     return out
 
 

@@ -408,11 +408,10 @@ STAGES = ((METHOD, "solve"), (FALLBACK, "solve"), (METHOD, "nodes"), (FALLBACK, 
 
 
 def _decade(flow: _Flow, a: float, b: float, y: np.ndarray, at: np.ndarray, method: str, bound: str,
-            rtol: float, atol: float):
-    """One decade ``[a, b]`` from ``y`` by ``method``, ``D`` controlled as ``bound`` says (:data:`STAGES`):
-    ``(solution, evaluations of the bound's quadrature)``; raises ``_SegmentStall`` past the decade's cap."""
-    # The noise measured at the decade's start grows like t over it (e^s G, G's rounding fixed in size).
-    measured = flow.rounding_noise(a, y) * float(np.exp(b - a))
+            rtol: float, atol: float, measured: float = 0.0):
+    """One decade ``[a, b]`` from ``y`` by ``method``, ``D`` controlled as ``bound`` says (:data:`STAGES`), with
+    ``measured`` the rounding noise at its end (:func:`noise_atol`): ``(solution, evaluations of the bound's
+    quadrature)``; raises ``_SegmentStall`` past the decade's cap."""
     tol = np.full(flow.n + 1, noise_atol(float(np.exp(b)), atol, measured))
     # D is a tolerance, needed to a few per cent.  Convex loss: a quadrature of a positive integrand riding on
     # B's steps, not error-controlled.  Non-convex: Grönwall's μ D makes it an exponential growth whose error
@@ -463,10 +462,13 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
         # The segment's end is always an output point.
         at = pts if len(pts) and pts[-1] == b else np.append(pts, b)
         stopped = None
+        # Measured once per decade (every stage starts from the same state): the noise at its start grows like
+        # t over it (e^s G, G's rounding fixed in size).
+        measured = flow.rounding_noise(a, y) * float(np.exp(b - a))
         while True:
             before = flow.evals
             try:
-                sol, used = _decade(flow, a, b, y, at, *stages[stage], rtol, atol)
+                sol, used = _decade(flow, a, b, y, at, *stages[stage], rtol, atol, measured)
                 break
             except _SegmentStall as exc:
                 nfev += flow.evals - before

@@ -396,9 +396,6 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
                 return "aligned", _trail(history) + _skipped(skipped), last
         if state != "failed":
             skipped.append((m["steps"], state))
-    if stopped and last is r:
-        r["continuation_note"] = f" (not escalated: {stopped})"
-        return None
     limited = [n for n, why in skipped if why in BOUND_LIMITED and tau1 < n <= ESCALATE_MAX]
     if state in BOUND_LIMITED and limited:
         # The bound, not the run, left the horizon undecided, and it was already too wide at a budget GD itself
