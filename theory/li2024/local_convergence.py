@@ -17,7 +17,9 @@ not judged at that budget.  The budget is Theorem 1's (``10^4 τ₀`` of the pse
 least ``STEPS``), and a verdict that is not "aligned" there (failed, or a selection still changing) is
 re-judged at 10x the budget through the log-time continuation up to 10^12 steps-equivalent
 (:mod:`theory.li2024.local_continuation`), or on GD up to ``ESCALATE_MAX`` where the continuation's bound did
-not hold over GD's last decade (see :func:`verdict`).
+not hold over GD's last decade (see :func:`verdict`).  At the ladder's last budget the direction is judged as
+Theorem 1's is there, by its trend over the last decade, and the raw correlation is reported, not judged
+(:func:`trend_accepts`).
 """
 from __future__ import annotations
 
@@ -234,7 +236,10 @@ def verdict(problem: Problem, theory_problem: Problem, traj=None, select: float 
     counts.  If it still fails there but the statistic fell below its value at the first failed budget of
     its last settled stretch (after any budget whose selection changed), the run is converging and out of
     budget: undecided (a "not judged" whose reason starts with ``UNDECIDED``, as where only the bound
-    leaves the last budget's statistics astride their lines).  A wrong limit direction keeps ``tan θ``
+    leaves the last budget's statistics astride their lines).  At the last budget (the ladder's top, or
+    ``ESCALATE_MAX`` on GD) a settled run that fails the single-budget rule is first judged by Theorem 1's
+    escalated zone on the trend from the settled budget a decade before (:func:`trend_accepts`): accepted,
+    it is aligned.  A wrong limit direction keeps ``tan θ``
     constant, so the statistic grows with the budget and fails (the planted-threshold calibration of
     ``properties/li2024/test_section5.py``)."""
     p = problem
@@ -266,6 +271,37 @@ def verdict(problem: Problem, theory_problem: Problem, traj=None, select: float 
     return _on_gd(p, theory_problem, r, select, reject, note)
 
 
+def trend_accepts(earlier: tuple[int, float], later: tuple[int, float], svm_norm: float, eta: float) -> tuple[bool, float]:
+    """``(accepted, γ)``: the direction at the ladder's last budget judged by Theorem 1's escalated zone
+    (:func:`theory.li2024.criteria.direction_zone`) on its trend ``γ`` from the settled budget a decade
+    before; ``earlier`` and ``later`` are ``(steps, tan θ · ln(τ/τ₀))`` (through the continuation, the rate's
+    least value within the bound at the earlier budget and its largest at the later one: the largest γ any
+    ``W`` within the bound gives).
+
+    Accepted: the rate is at most ``DIRECTION_RATE``, or at most ``DIRECTION_RATE_ESCALATED`` with
+    ``γ <= TREND_HOLD``.  The raw correlation is then reported, not judged (as in Theorem 1): it carries
+    the bounded part ``ρ`` of ``W = c(τ) Ŵ + ρ`` that GD kept from its transit, and only the increment
+    measures the limit.  A limit at angle ``α`` from the target has raw and incremental correlations
+    that both tend to ``cos α``, while the increment's rate grows like ``tan α · ln(τ/τ₀)`` (``γ -> 1``); so at
+    the horizon a wrong limit the raw correlation ``>= CORR_MIN`` would catch (``α > 25.8°``) has a rate above
+    ``tan(25.8°) · 19.9 = 9.6`` (``τ = 2e12``, ``τ₀ <= 10^2``), past DIRECTION_RATE_ESCALATED.  Measured on
+    the ten fresh stress seeds of benchmarks/RESULTS.md ("Section 5 at the horizon: Theorem 1's trend"): a
+    ce draw whose increment stayed within 1e-4 of the pseudo-TPG's direction (rate 0.16 to 1.9e-4 over
+    2e9..2e12) kept a raw correlation of 0.66..0.80 from the transit before 2e9, and three lsq draws with
+    falling rates 5.6, 4.2, 3.2 (γ -0.58 .. -0.94) were undecided under the single-budget rule."""
+    from theory.core.decision import ACCEPT
+
+    (n1, q1), (n2, q2) = earlier, later
+    gamma = criteria.direction_trend({"direction_rate": q1, "log_time": criteria.log_time(n1, svm_norm, eta)},
+                                     {"direction_rate": q2, "log_time": criteria.log_time(n2, svm_norm, eta)})
+    return criteria.direction_zone(q2, gamma) == ACCEPT, gamma
+
+
+def _accepted_by(rate: float, gamma: float) -> str:
+    why = f"its rate {rate:.3g}" if rate <= criteria.DIRECTION_RATE else f"the trend γ = {gamma:.3g}"
+    return f"{why} (Theorem 1's escalated zone; raw correlation not judged)"
+
+
 def _trail(history) -> str:
     return "; ".join(f"{n:.0e} steps{' (' + e + ')' if e else ''}: corr {c:.4f}, tan x ln(τ/τ₀) {q:.3g}"
                      for n, c, q, *rest in history for e in [rest[0] if rest else ""])
@@ -295,6 +331,10 @@ def _on_gd(p, theory_problem, r, select, reject, note):
         ok, rate = aligned(r)
         history.append((r["steps"], r["corr_pseudo"], rate))
     r["history"] = history
+    if not ok and len(history) > 1:  # the ladder's last budget: Theorem 1's trend decides (trend_accepts)
+        ok, gamma = trend_accepts(history[-2][::2], history[-1][::2], r["pseudo"].svm.norm, r["eta"])
+        if ok:
+            return "aligned", f"{_trail(history)}; accepted at the last budget by {_accepted_by(rate, gamma)}", r
     if ok:
         return "aligned", _trail(history), r
     if rate < history[0][2]:
@@ -349,6 +389,8 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
     state = r["not_judged"]
     last = r
     skipped = []  # (budget, why not judged there)
+    settled_rates = {}  # budget -> the rate's (largest, least) value within the bound, on a settled budget
+    by_trend = ""
     stopped = ""  # why the continuation ended before the ladder's last budget
     for b in ladder:
         if run.final.step < b and run.stopped is None:
@@ -382,18 +424,27 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
         state = _state(m, ps, r["eta"], b)
         if state is None:
             (corr_lo, corr_hi), (rate_hi, rate_lo) = m["corr"], m["rate"]
+            settled_rates[b] = (rate_hi, rate_lo)
             if corr_lo >= CORR_MIN and rate_hi <= criteria.DIRECTION_RATE:
                 state = "aligned"
             elif corr_hi < CORR_MIN or rate_lo > criteria.DIRECTION_RATE:
                 state = "failed"
             else:
                 state = WITHIN_BOUND
+            prior = ladder[ladder.index(b) - 1] if ladder.index(b) > 0 else None
+            if state != "aligned" and b == ladder[-1] and prior in settled_rates:
+                # The ladder's last budget (TREND_AT_HORIZON): Theorem 1's trend over the last decade decides
+                # (trend_accepts), the raw correlation is reported, not judged.
+                ok, gamma = trend_accepts((prior, settled_rates[prior][1]), (b, rate_hi), ps.svm.norm, r["eta"])
+                if ok:
+                    state = "aligned"
+                    by_trend = f"; accepted at the last budget by {_accepted_by(rate_hi, gamma)}"
         if state in ("aligned", "failed", WITHIN_BOUND):
             history.append((m["steps"], last["corr_pseudo"], criteria.direction_rate(
                 last["inc_pseudo"], ps.svm.norm, r["eta"], m["steps"]), last["engine"]))
             if state == "aligned":
                 last.update(settled=True, not_judged=None, history=history, skipped=skipped)
-                return "aligned", _trail(history) + _skipped(skipped), last
+                return "aligned", _trail(history) + by_trend + _skipped(skipped), last
         if state != "failed":
             skipped.append((m["steps"], state))
     limited = [n for n, why in skipped if why in BOUND_LIMITED and tau1 < n <= ESCALATE_MAX]
