@@ -171,6 +171,13 @@ MUTANTS = [
     Mutant("kkt-residual-unchecked", "the stationarity residual keeps the first solver's answer",
            "theory/li2024/factorized_claims.py", "        if np.isfinite(out) and out <= 1.0 + 1e-9:",
            "        if True:"),
+    Mutant("section5-trend-ignores-gamma", "Section 5's last budget accepts any rate under the cap, whatever its trend",
+           "theory/li2024/local_convergence.py", "    return criteria.direction_zone(q2, gamma) == ACCEPT, gamma",
+           "    return q2 <= criteria.DIRECTION_RATE_ESCALATED, gamma"),
+    Mutant("section5-raw-correlation-at-horizon", "Section 5's last budget keeps judging the raw correlation",
+           "theory/li2024/local_convergence.py",
+           "            if state != \"aligned\" and b == ladder[-1] and prior in settled_rates:",
+           "            if False:"),
 ]
 
 
