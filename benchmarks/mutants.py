@@ -178,6 +178,9 @@ MUTANTS = [
            "theory/li2024/local_convergence.py",
            "            if state != \"aligned\" and b == ladder[-1] and prior in settled_rates:",
            "            if False:"),
+    Mutant("section5-horizon-never-rejects", "Section 5's early accept stands whatever the horizon shows",
+           "theory/li2024/local_convergence.py", "            if rejected is None:\n                return kept()",
+           "            if True:\n                return kept()"),
 ]
 
 

@@ -291,6 +291,29 @@ def test_the_trend_accepts_a_slow_direction_and_rejects_planted_targets():
 
 
 @pytest.mark.theorem("Section 5")
+def test_an_early_accept_is_rejected_at_the_horizon(monkeypatch):
+    """A random draw of Section 5's domain (log loss, random head, K = 5): settled from 2e6 steps on one
+    selection, its statistic is 2.67 at 2e7 steps-equivalent (accepted by its rate alone, <= 3) and grows by
+    0.49 a decade to 5.14 at 2e12 (tan θ constant: a limit ~12° off the pseudo-TPG's Graph-SVM), the bound
+    1.3e-4 throughout.  The horizon rejects the early accept (``_rejected_at_horizon``); without that check
+    (planted: it never rejects) the verdict is the early "aligned"."""
+    from theory.core.problem import Problem
+
+    p = Problem.load("examples/section5_misaligned_at_horizon.json")
+    theory_problem = p.replace(head=None, loss="log")
+    outcome, why, r = lc.verdict(p, theory_problem)
+    steps = [h[0] for h in r["history"]]
+    rates = [h[2] for h in r["history"]]
+    assert outcome == "not aligned" and "accepted by its rate at 2e+07" in why, why
+    assert rates[0] <= criteria.DIRECTION_RATE < rates[-1] and steps[-1] >= 10**12, r["history"]
+    gains = np.diff(rates)
+    assert np.all(gains > 0) and gains.max() < 1.2 * gains.min(), gains  # linear in ln τ: tan θ constant
+    monkeypatch.setattr(lc, "_rejected_at_horizon", lambda *a: None)
+    outcome, why, _ = lc.verdict(p, theory_problem)
+    assert outcome == "aligned" and why.startswith("2e+07"), why
+
+
+@pytest.mark.theorem("Section 5")
 def test_a_bound_too_wide_within_gds_reach_is_judged_again_from_gd(monkeypatch):
     """A stress draw (seeds 11-55, ce loss): continued from GD at 2e4 steps, the bound widened from 1.7e-4 at
     2e5 to 223 at 2e6 (a change of selection), and every budget to 2e12 was "an ambiguous token within the

@@ -242,7 +242,8 @@ SECTION5 = Claim(
     "with a head that breaks Assumption 1 or another loss, GD's direction matches the pseudo-TPG's Graph-SVM",
     (RELAXED, LOSS_DEFINED, LABEL, INDEPENDENT),
     "once the selection settles: corr(W, W^svm_pseudo) >= 0.9 and Theorem 1's direction rate against it "
-    "(at the last budget Theorem 1's escalated zone on the rate's trend, the raw correlation reported), "
+    "(at the last budget Theorem 1's escalated zone on the rate's trend, the raw correlation reported; an "
+    "earlier accept stands unless the last budget rejects it on the same selection), "
     "escalated x10 through the log-time continuation up to 10^12 steps-equivalent (judged over every W within "
     "its bound; on GD up to 2e7 steps where the bound failed over GD's last decade, and judged again from GD "
     "where only the bound, too wide within GD's 2e7 steps, left the horizon undecided); converging within "

@@ -19,7 +19,8 @@ re-judged at 10x the budget through the log-time continuation up to 10^12 steps-
 (:mod:`theory.li2024.local_continuation`), or on GD up to ``ESCALATE_MAX`` where the continuation's bound did
 not hold over GD's last decade (see :func:`verdict`).  At the ladder's last budget the direction is judged as
 Theorem 1's is there, by its trend over the last decade, and the raw correlation is reported, not judged
-(:func:`trend_accepts`).
+(:func:`trend_accepts`); a verdict aligned at an earlier budget is confirmed there, and rejected where the
+last budget, on the same selection, is in Theorem 1's reject zone (``_rejected_at_horizon``).
 """
 from __future__ import annotations
 
@@ -239,7 +240,10 @@ def verdict(problem: Problem, theory_problem: Problem, traj=None, select: float 
     leaves the last budget's statistics astride their lines).  At the last budget (the ladder's top, or
     ``ESCALATE_MAX`` on GD) a settled run that fails the single-budget rule is first judged by Theorem 1's
     escalated zone on the trend from the settled budget a decade before (:func:`trend_accepts`): accepted,
-    it is aligned.  A wrong limit direction keeps ``tan θ``
+    it is aligned.  Through the continuation an aligned budget before the last is confirmed at the last one
+    (the same solve, cut later): it stands unless the last budget is settled on the same pseudo-TPG and its
+    direction in Theorem 1's reject zone for every ``W`` within the bound (``_rejected_at_horizon``: a limit
+    the first budget's rate could not resolve, ~10° off at 2e7 steps).  A wrong limit direction keeps ``tan θ``
     constant, so the statistic grows with the budget and fails (the planted-threshold calibration of
     ``properties/li2024/test_section5.py``)."""
     p = problem
@@ -350,6 +354,42 @@ NO_GROWTH_WITHIN_BOUND = f"{NO_GROWTH} (within the continuation's bound)"
 BOUND_LIMITED = (WITHIN_BOUND, AMBIGUOUS_WITHIN_BOUND, NO_GROWTH_WITHIN_BOUND)
 
 
+def _edges(ps) -> dict:
+    return {k: set(g.edges) for k, g in ps.graphs.items()}
+
+
+def _rejected_at_horizon(edges: dict, ps, state: str, settled_rates: dict, ladder: list, eta: float) -> str | None:
+    """Why the ladder's last budget rejects an earlier accept (None: it does not).
+
+    The first budget's accept reads the rate against ``DIRECTION_RATE`` alone, which at ``τ = 2e7`` passes a
+    limit up to ``tan⁻¹(3 / ln(τ/τ₀)) ≈ 10°`` off.  The continuation's horizon resolves more: a settled
+    misalignment keeps ``tan θ`` constant, so its rate grows like ``ln(τ/τ₀)`` (``γ = 1``).  Measured on 300
+    random draws of Section 5's domain (benchmarks/RESULTS.md, "Section 5 at the horizon"): three accepted
+    at 2e7-2e8 (rates 1.32, 2.29, 2.67) kept the same selection, a bound of at most 7e-4, and rates rising
+    linearly in ``ln τ`` to 3.0, 3.9 and 5.1 at 2e12 (γ 1.12, 1.0, 1.0 over the last decade; limits 7-11°
+    off), as the square-loss misalignments do.  So the accept is rejected when the last budget is settled on
+    the same pseudo-TPG and its direction is in Theorem 1's reject zone (rate above ``DIRECTION_RATE`` and
+    ``γ >= TREND_FAIL``) for every ``W`` within the bound: the least rate at the top, the largest a decade
+    before.  A valid converging direction has ``γ -> 0`` (worst valid at the horizon -0.57, this module's
+    calibration; Theorem 1's 0.014)."""
+    from theory.core.decision import REJECT
+
+    top = ladder[-1]
+    prior = ladder[-2] if len(ladder) > 1 else None
+    if state != "failed" or _edges(ps) != edges or top not in settled_rates or prior not in settled_rates:
+        return None
+    rate_lo, prior_hi = settled_rates[top][1], settled_rates[prior][0]
+    gamma = criteria.direction_trend(
+        {"direction_rate": prior_hi, "log_time": criteria.log_time(prior, ps.svm.norm, eta)},
+        {"direction_rate": rate_lo, "log_time": criteria.log_time(top, ps.svm.norm, eta)})
+    if criteria.direction_zone(rate_lo, gamma) != REJECT:
+        return None
+    angle = np.degrees(np.arctan(rate_lo / criteria.log_time(top, ps.svm.norm, eta)))
+    return (f"at {top:.0e} steps-equivalent, on the same selection, tan x ln(τ/τ₀) = {rate_lo:.3g} > "
+            f"{criteria.DIRECTION_RATE} grew with γ = {gamma:.3g} >= {criteria.TREND_FAIL} over the last decade "
+            f"(tan θ constant: a limit about {angle:.0f}° off the pseudo-TPG's Graph-SVM)")
+
+
 def _state(m: dict, ps, eta: float, b: int) -> str | None:
     """Why the budget ``b`` with the robust measures ``m`` is not judged (None: it is)."""
     if ps.svm.norm == 0:
@@ -392,9 +432,17 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
     settled_rates = {}  # budget -> the rate's (largest, least) value within the bound, on a settled budget
     by_trend = ""
     stopped = ""  # why the continuation ended before the ladder's last budget
+    early = None  # (verdict, its pseudo-TPG's edges): aligned before the ladder's last budget, to be confirmed there
+
+    def kept(why=""):
+        outcome, text, at = early[0]
+        return outcome, text + (f"; not confirmed at the last budget: {why}" if why else ""), at
+
     for b in ladder:
         if run.final.step < b and run.stopped is None:
             run, why = lcont.continued(p, gd, ladder, checked=True)
+            if run is None and early is not None:
+                return kept(why)
             if run is None:  # nothing decided through the continuation: GD takes over, as where it was refused
                 r["continuation_note"] = f" (through the continuation: {state} at {last['steps']:.0e}; past it {why})"
                 return None
@@ -404,11 +452,15 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
             # discard them and leave the draw to GD, not judged).  Only an aligned one decides: past the budgets
             # reached, the draw goes on as where the continuation failed (below).
             stopped = f"the continuation stopped before {b:.0e} ({run.stopped})"
+            if early is not None:
+                return kept(stopped)
             break
         if not r["step"].proved:
             left = region_left(p, truncate(run, b), r["step"])
             if left is not None:
                 why = f"the continued run left its step's region by {b:.0e} steps-equivalent ({left})"
+                if early is not None:
+                    return kept(why)
                 if last is r:
                     r["continuation_note"] = f" (not escalated: {why})"
                     return None
@@ -442,9 +494,22 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
         if state in ("aligned", "failed", WITHIN_BOUND):
             history.append((m["steps"], last["corr_pseudo"], criteria.direction_rate(
                 last["inc_pseudo"], ps.svm.norm, r["eta"], m["steps"]), last["engine"]))
-            if state == "aligned":
-                last.update(settled=True, not_judged=None, history=history, skipped=skipped)
-                return "aligned", _trail(history) + by_trend + _skipped(skipped), last
+            if state == "aligned" and early is None:
+                last.update(settled=True, not_judged=None, history=list(history), skipped=list(skipped))
+                decided = "aligned", _trail(history) + by_trend + _skipped(skipped), last
+                if b == ladder[-1]:
+                    return decided
+                early = decided, _edges(ps)
+        if early is not None and b == ladder[-1]:
+            # HORIZON_CONFIRMS: an early accept stands unless the last budget, on the same selection, rejects it
+            # by Theorem 1's escalated zone for every W within the bound.
+            rejected = _rejected_at_horizon(early[1], ps, state, settled_rates, ladder, r["eta"])
+            if rejected is None:
+                return kept()
+            last.update(settled=True, not_judged=None, history=history, skipped=skipped)
+            return "not aligned", (f"{note + ': ' if note else ''}{rejected}; accepted by its rate at "
+                                   f"{early[0][2]['steps']:.0e} before; budgets: {_trail(history)}"
+                                   + _skipped(skipped)), last
         if state != "failed":
             skipped.append((m["steps"], state))
     limited = [n for n, why in skipped if why in BOUND_LIMITED and tau1 < n <= ESCALATE_MAX]
