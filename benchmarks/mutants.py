@@ -181,6 +181,9 @@ MUTANTS = [
     Mutant("section5-horizon-never-rejects", "Section 5's early accept stands whatever the horizon shows",
            "theory/li2024/local_convergence.py", "            if rejected is None:\n                return kept()",
            "            if True:\n                return kept()"),
+    Mutant("section5-reject-without-trend", "Section 5's last budget rejects any rate above the line, whatever its trend",
+           "theory/li2024/local_convergence.py", "    return criteria.direction_zone(later[1], gamma) == REJECT, gamma",
+           "    return later[1] > criteria.DIRECTION_RATE, gamma"),
 ]
 
 

@@ -246,8 +246,8 @@ SECTION5 = Claim(
     "earlier accept stands unless the last budget rejects it on the same selection), "
     "escalated x10 through the log-time continuation up to 10^12 steps-equivalent (judged over every W within "
     "its bound; on GD up to 2e7 steps where the bound failed over GD's last decade, and judged again from GD "
-    "where only the bound, too wide within GD's 2e7 steps, left the horizon undecided); converging within "
-    "its last settled stretch but not aligned there is undecided",
+    "where only the bound, too wide within GD's 2e7 steps, left the horizon undecided); not aligned only in "
+    "Theorem 1's reject zone at the last budget (rate > 3, γ >= 0.65), otherwise undecided",
     ("a planted threshold that misreads the selection", "a planted continuation (wrong sign, time map off by 2)",
      "a planted deviation bound inflated past the statistics' resolution"),
     ("properties/li2024/test_section5.py", "properties/li2024/test_pseudo.py",
