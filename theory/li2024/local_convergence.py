@@ -234,13 +234,11 @@ def verdict(problem: Problem, theory_problem: Problem, traj=None, select: float 
     before the continuation).  Where the horizon is left undecided by the bound's width alone and the bound
     was already too wide at a budget within GD's reach (``ESCALATE_MAX``), GD runs to that budget and the
     ladder is judged again from there (:func:`_through_continuation`).  The verdict at the last budget
-    counts.  If it still fails there but the statistic fell below its value at the first failed budget of
-    its last settled stretch (after any budget whose selection changed), the run is converging and out of
-    budget: undecided (a "not judged" whose reason starts with ``UNDECIDED``, as where only the bound
-    leaves the last budget's statistics astride their lines).  At the last budget (the ladder's top, or
-    ``ESCALATE_MAX`` on GD) a settled run that fails the single-budget rule is first judged by Theorem 1's
-    escalated zone on the trend from the settled budget a decade before (:func:`trend_accepts`): accepted,
-    it is aligned.  Through the continuation an aligned budget before the last is confirmed at the last one
+    counts.  At the last budget (the ladder's top, or ``ESCALATE_MAX`` on GD) a settled run that fails the
+    single-budget rule is judged by Theorem 1's escalated zone on the trend from the settled budget a decade
+    before: accepted (:func:`trend_accepts`), it is aligned; rejected (:func:`trend_rejects`), not aligned;
+    otherwise undecided (a "not judged" whose reason starts with ``UNDECIDED``, as where only the bound
+    leaves the last budget's statistics astride their lines).  Through the continuation an aligned budget before the last is confirmed at the last one
     (the same solve, cut later): it stands unless the last budget is settled on the same pseudo-TPG and its
     direction in Theorem 1's reject zone for every ``W`` within the bound (``_rejected_at_horizon``: a limit
     the first budget's rate could not resolve, ~10° off at 2e7 steps).  A wrong limit direction keeps ``tan θ``
@@ -405,8 +403,8 @@ def _rejected_at_horizon(edges: dict, ps, state: str, settled_rates: dict, ladde
     off), as the square-loss misalignments do.  So the accept is rejected when the last budget is settled on
     the same pseudo-TPG and its direction is in Theorem 1's reject zone (rate above ``DIRECTION_RATE`` and
     ``γ >= TREND_FAIL``) for every ``W`` within the bound: the least rate at the top, the largest a decade
-    before.  A valid converging direction has ``γ -> 0`` (worst valid at the horizon -0.57, this module's
-    calibration; Theorem 1's 0.014)."""
+    before.  A valid converging direction has ``γ -> 0`` (the worst valid γ above the rate line at the horizon:
+    -0.53 on the draws of ten fresh stress seeds; Theorem 1's 0.014)."""
     top = ladder[-1]
     prior = ladder[-2] if len(ladder) > 1 else None
     if state != "failed" or _edges(ps) != edges or top not in settled_rates or prior not in settled_rates:
