@@ -1,7 +1,7 @@
-"""Section 5's verdicts against an independent computation (properties/flow_oracle.py).
+"""Section 5's verdicts against an independent computation (oracles/flow.py).
 
 Before the suite reports that GD does not align with its pseudo-TPG's Graph-SVM, a computation that shares
-no code with ``theory/`` must read the same: :mod:`properties.flow_oracle` runs its own GD (on positions, not
+no code with ``theory/`` must read the same: :mod:`oracles.flow` runs its own GD (on positions, not
 pooled tokens) and its own gradient flow in log time (scipy's LSODA) to 2e12 steps-equivalent, builds the
 pseudo-TPG and states its Graph-SVM in cvxpy.  These tests compare, on the suite's Section 5 examples:
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from properties import flow_oracle
+from oracles import flow as flow_oracle
 from theory.core.problem import Problem
 from theory.li2024 import local_convergence as lc
 

@@ -50,7 +50,7 @@ def _alignment_property(case, outcomes: list):
 def _judge_alignment(outcomes: list, judged_floor: float = None) -> None:
     """The property's two counts over ``outcomes`` (``(outcome, why, problem, eta)``): the judged share has its
     floor and at most ``MISALIGNED_MAX`` of the judged cases end not aligned (each one listed).  A count that
-    would fail the property is first re-read by the independent computation (:mod:`properties.flow_oracle`):
+    would fail the property is first re-read by the independent computation (:mod:`oracles.flow`):
     only the misalignments it confirms count, and the ones it does not are listed with the failure."""
     from scipy.stats import binom
 
@@ -72,7 +72,7 @@ def _judge_alignment(outcomes: list, judged_floor: float = None) -> None:
     assert share >= floor, (f"judged {len(judged)} of {len(outcomes)} generated cases ({share:.0%}), below "
                             f"the floor {floor:.0%}: the settle criterion, the step or the selection rule moved")
     assert p_value(len(bad)) >= MISALIGNED_ALPHA, (
-        f"{len(bad)} of {len(judged)} judged cases not aligned, each confirmed by properties/flow_oracle.py: "
+        f"{len(bad)} of {len(judged)} judged cases not aligned, each confirmed by oracles/flow.py: "
         f"P = {p_value(len(bad)):.2g} under a rate of {MISALIGNED_MAX:.0%} (at least {MISALIGNED_ALPHA:g} "
         f"required):\n" + "\n".join(f"{why}\nproblem file: {describe(p)}" for _, why, p, _ in bad[:3])
         + "".join(f"\nnot confirmed independently: {describe(p)}" for _, _, p, _ in unconfirmed[:3]))
@@ -80,7 +80,7 @@ def _judge_alignment(outcomes: list, judged_floor: float = None) -> None:
 
 def _confirmed(outcome) -> bool:
     """The independent computation reads the draw as a settled misalignment at the horizon."""
-    from properties import flow_oracle
+    from oracles import flow as flow_oracle
 
     _, _, p, eta = outcome
     try:
@@ -101,7 +101,7 @@ def test_a_failing_count_counts_only_independently_confirmed_misalignments():
         eta = lc.section5_step(p).eta
         outcomes = [("not aligned", f"planted verdict on {name}", p, eta)] * 3
         if fails:
-            with pytest.raises(AssertionError, match="each confirmed by properties/flow_oracle.py"):
+            with pytest.raises(AssertionError, match="each confirmed by oracles/flow.py"):
                 _judge_alignment(outcomes)
         else:
             _judge_alignment(outcomes)
@@ -111,7 +111,7 @@ def test_a_failing_count_counts_only_independently_confirmed_misalignments():
 # ~0.99 over 10 trials, and the authors' notebook raises on a trial below 0.95).  From a random start a
 # settled run can align with another direction for good: examples/section5_square_tied_misalignment.json keeps
 # tan θ constant from 2e6 to 2e12 steps-equivalent (statistic 4.36 .. 9.27, γ = 1.0; confirmed by the
-# independent computation of properties/flow_oracle.py).  (The first such case,
+# independent computation of oracles/flow.py).  (The first such case,
 # examples/section5_persistent_misalignment.json, 6.0, 7.3, 8.4 at 2e5..2e7 on GD, flattens at the
 # continuation's horizon: undecided.)  So the property is the paper's: at most this share of
 # the judged cases may end not aligned (each one is listed in the failure message and counted by event).

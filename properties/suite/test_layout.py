@@ -13,7 +13,7 @@ import networkx as nx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("theory", "strategies", "reports", "suite_db")
+PACKAGES = ("theory", "strategies", "reports", "suite_db", "oracles")
 # (importer prefix, forbidden prefix, why)
 LAYERS = [
     ("theory.core", "theory.li2024", "the core serves both papers and knows neither"),
@@ -26,6 +26,8 @@ LAYERS = [
     ("theory", "strategies", "the reference implementation does not depend on the test strategies"),
     ("theory", "reports", "the reference implementation does not depend on the report"),
     ("theory", "properties", "the reference implementation does not depend on the tests"),
+    ("oracles", "theory", "an independent computation shares no code with the reference implementation"),
+    ("oracles", "strategies", "an independent computation shares no code with the test strategies"),
 ]
 
 

@@ -309,7 +309,7 @@ def trend_rejects(earlier: tuple[int, float], later: tuple[int, float], svm_norm
     "not aligned" under the former rule (the statistic at the last budget at least its first value in the
     settled stretch: 6.03 at 2e5, 11.86 at 2e12), gains 1.23, 1.17, 1.10, 0.99, 0.80, 0.49, 0.06 a decade:
     γ = 0.04 over the last one, a direction whose ``tan θ`` now shrinks like ``1/ln τ``.  The independent
-    computation of ``properties/flow_oracle.py`` reads the same (11.79, 11.83 at 2e11, 2e12)."""
+    computation of ``oracles/flow.py`` reads the same (11.79, 11.83 at 2e11, 2e12)."""
     from theory.core.decision import REJECT
 
     gamma = _gamma(earlier, later, svm_norm, eta)

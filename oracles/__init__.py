@@ -1,0 +1,3 @@
+"""Independent computations that share no code with ``theory/``: before the suite or ``tpg check`` reports that a
+published result fails, one of these must read the same (:mod:`oracles.flow`: Section 5's evidence).  Nothing
+here imports ``theory``, ``strategies`` or ``properties``."""
