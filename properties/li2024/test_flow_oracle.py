@@ -67,3 +67,23 @@ def test_the_oracle_does_not_confirm_an_aligned_or_flattening_direction(name):
     assert outcome != "not aligned", why
     _agree(r, reading)
     assert not reading.misaligned(), [(b.steps, b.rate) for b in reading.budgets]
+
+
+def test_check_reports_a_section5_failure_only_with_independent_confirmation(capsys, monkeypatch):
+    """``tpg check`` on a settled misalignment: "fails", exit 1, with the independent computation's reading in
+    the reason.  Planted: an oracle that does not confirm it turns the same verdict into "undecided" (exit 0),
+    and the reason says why."""
+    import json
+
+    from theory.run.cli import main
+
+    path = "examples/section5_square_tied_misalignment.json"
+    rc = main(["check", path, "--claim", "li2024.section5"])
+    d = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert (rc, d["verdict"]) == (1, "fails"), d["reason"]
+    assert d["measures"]["independently_confirmed"] is True and "confirmed by the independent computation" in d["reason"]
+    monkeypatch.setattr(flow_oracle.Reading, "misaligned", lambda self: False)
+    rc = main(["check", path, "--claim", "li2024.section5"])
+    d = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert (rc, d["verdict"]) == (0, "undecided"), d["reason"]
+    assert "not confirmed by the independent computation" in d["reason"], d["reason"]
