@@ -22,7 +22,7 @@ What is computed, and how it differs from the suite:
 * at every budget the selection (attention per token, positions pooled: selected ``> 1e-2``, ambiguous in
   ``(0.009, 0.01]``: the authors' rule), the pseudo-TPG (edges from each selected token to every other
   non-ambiguous token of a sample, per query) and its Graph-SVM, a quadratic programme stated in cvxpy and
-  solved by Clarabel (status checked, the constraints re-verified);
+  solved by Clarabel (status checked, feasibility and the KKT conditions re-verified);
 * the increment ``W(τ) - W(τ/10)``'s ``tan θ · ln(τ/τ₀)`` against that Graph-SVM (``τ₀ = ||W^svm||² / η``).
 
 It does not bound the distance between GD and the flow (the suite's continuation does that); it is the same
@@ -75,6 +75,8 @@ class Reading:
         b1, b2 = self.budgets[-2], self.budgets[-1]
         n = float(np.linalg.norm(b2.svm))
         l1, l2 = (np.log(max(b.steps * self.eta / n**2, np.e)) for b in (b1, b2))
+        if not b1.rate > 0 or l2 <= l1:  # from an increment exactly on the target: as fast a rise as there is
+            return float("inf") if b2.rate > b1.rate else 0.0
         return float(np.log(b2.rate / b1.rate) / np.log(l2 / l1))
 
     def misaligned(self) -> bool:
@@ -194,7 +196,10 @@ def graph_svm(model: Model, edges: frozenset) -> np.ndarray:
     W = cp.Variable((model.d, model.d))
     cons = [cp.sum(cp.multiply(r, W)) >= 1 for r in rows_ge] + [cp.sum(cp.multiply(r, W)) == 0 for r in rows_eq]
     prob = cp.Problem(cp.Minimize(cp.sum_squares(W)), cons)
-    prob.solve(solver=cp.CLARABEL)
+    try:
+        prob.solve(solver=cp.CLARABEL)
+    except cp.error.SolverError as exc:
+        raise FlowOracleError(f"Graph-SVM: the solver failed ({exc})") from None
     if prob.status != cp.OPTIMAL or W.value is None:
         raise FlowOracleError(f"Graph-SVM: solver status {prob.status}")
     S = np.asarray(W.value)
@@ -202,6 +207,18 @@ def graph_svm(model: Model, edges: frozenset) -> np.ndarray:
     worst = max([1.0 - float(np.sum(r * S)) for r in rows_ge] + [abs(float(np.sum(r * S))) for r in rows_eq])
     if worst > tol:
         raise FlowOracleError(f"Graph-SVM: constraints violated by {worst:.2g} after the solve")
+    # Optimality certificate (KKT of min ||W||² s.t. <r, W> >= 1, <r', W> = 0): 2W = Σ λ r + Σ μ r' with λ >= 0
+    # and λ (<r, W> - 1) = 0; the solver's answer is not believed without it.
+    lam = [float(c.dual_value) for c in cons[:len(rows_ge)]]
+    mu = [float(c.dual_value) for c in cons[len(rows_ge):]]
+    # cvxpy's equality multipliers enter the Lagrangian with the opposite sign to its inequality ones.
+    grad = sum(l * r for l, r in zip(lam, rows_ge)) - sum((m * r for m, r in zip(mu, rows_eq)), np.zeros_like(S))
+    scale = max(1.0, float(np.linalg.norm(S)), max(abs(v) for v in lam + mu))
+    stationary = float(np.linalg.norm(2 * S - grad)) / scale
+    slack = max((abs(l) * abs(float(np.sum(r * S)) - 1.0) for l, r in zip(lam, rows_ge)), default=0.0) / scale
+    if min(lam) < -tol or stationary > 1e-6 or slack > 1e-6:
+        raise FlowOracleError(f"Graph-SVM: KKT not met after the solve (stationarity {stationary:.2g}, "
+                              f"complementarity {slack:.2g}, least multiplier {min(lam):.2g})")
     return S
 
 

@@ -23,6 +23,7 @@ import pytest
 from oracles import flow as flow_oracle
 from theory.core.problem import Problem
 from theory.li2024 import local_convergence as lc
+from theory.li2024.claims import independent_reading
 
 pytestmark = pytest.mark.theorem("Section 5")
 
@@ -33,7 +34,7 @@ RATE_RTOL, RATE_ATOL = 1e-2, 1e-2
 def _both(name: str):
     p = Problem.load(f"examples/{name}.json")
     outcome, why, r = lc.verdict(p, p.replace(head=None, loss="log"))
-    return p, outcome, why, r, flow_oracle.read(p.to_json(), r["eta"])
+    return p, outcome, why, r, independent_reading(p, r["eta"])
 
 
 def _agree(r, reading) -> None:
@@ -100,4 +101,26 @@ def test_the_comparison_catches_a_planted_time_map():
     p = Problem.load("examples/section5_square_tied_misalignment.json")
     outcome, why, r = lc.verdict(p, p.replace(head=None, loss="log"))
     with pytest.raises(AssertionError, match="statistic differs"):
-        _agree(r, flow_oracle.read(p.to_json(), 2 * r["eta"]))
+        _agree(r, independent_reading(p, 2 * r["eta"]))
+
+
+def test_the_graph_svm_is_not_believed_without_its_certificate(monkeypatch):
+    """The oracle's Graph-SVM must meet its KKT conditions, not only the solver's status and feasibility:
+    planted, a solver answer scaled by 1.1 (still feasible: every ⇒ margin 1.1, every ≍ row 0) is refused."""
+    import cvxpy as cp
+
+    p = Problem.load("examples/section5_square_tied_misalignment.json")
+    model = flow_oracle.Model(p.to_json())
+    edges, ambiguous = flow_oracle.pseudo_edges(model, 30 * np.random.default_rng(0).normal(size=(model.d, model.d)))
+    assert ambiguous == 0 and np.linalg.norm(flow_oracle.graph_svm(model, edges)) > 0
+    solve = cp.Problem.solve
+
+    def inflated(self, *args, **kwargs):
+        out = solve(self, *args, **kwargs)
+        var = self.variables()[0]
+        var.value = 1.1 * var.value
+        return out
+
+    monkeypatch.setattr(cp.Problem, "solve", inflated)
+    with pytest.raises(flow_oracle.FlowOracleError, match="KKT"):
+        flow_oracle.graph_svm(model, edges)

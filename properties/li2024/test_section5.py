@@ -79,14 +79,12 @@ def _judge_alignment(outcomes: list, judged_floor: float = None) -> None:
 
 
 def _confirmed(outcome) -> bool:
-    """The independent computation reads the draw as a settled misalignment at the horizon."""
-    from oracles import flow as flow_oracle
+    """The independent computation reads the draw as a settled misalignment at the horizon (the check the
+    command line's verdict uses)."""
+    from theory.li2024.claims import independent_misalignment
 
     _, _, p, eta = outcome
-    try:
-        return flow_oracle.read(p.to_json(), eta).misaligned()
-    except flow_oracle.FlowOracleError:
-        return False
+    return independent_misalignment(p, eta)[0]
 
 
 @pytest.mark.theorem("Section 5")

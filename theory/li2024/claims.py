@@ -213,14 +213,23 @@ def judge_section5(problem, budget_scale: float = 1.0) -> Verdict:
     return Verdict(mapped, measures, budget=int(r.get("steps", 0) or 0), reason_text=why)
 
 
+def independent_reading(problem, eta: float):
+    """The independent computation (``oracles/flow.py``) on Section 5's own protocol: GD at step ``eta`` for
+    the verdict's first GD run (``STEPS / 10``), then budgets x10 to the continuation's horizon."""
+    from oracles import flow
+    from theory.li2024.local_continuation import HORIZON
+    from theory.li2024.local_convergence import STEPS
+
+    return flow.read(problem.to_json(), eta, first=STEPS // 10, horizon=HORIZON)
+
+
 def independent_misalignment(problem, eta: float) -> tuple[bool, str]:
-    """``(confirmed, what it read)``: the independent computation (``oracles/flow.py``) of a settled
-    misalignment at the horizon, from GD at step ``eta``."""
+    """``(confirmed, what it read)``: :func:`independent_reading` of a settled misalignment at the horizon."""
     from oracles import flow
 
     try:
-        reading = flow.read(problem.to_json(), eta)
-    except (flow.FlowOracleError, ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
+        reading = independent_reading(problem, eta)
+    except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:  # FlowOracleError is a ValueError
         return False, f"not confirmed by the independent computation (oracles/flow.py): it failed ({exc})"
     last = reading.last
     if not reading.misaligned():
