@@ -184,6 +184,16 @@ MUTANTS = [
     Mutant("section5-reject-without-trend", "Section 5's last budget rejects any rate above the line, whatever its trend",
            "theory/li2024/local_convergence.py", "    return criteria.direction_zone(later[1], gamma) == REJECT, gamma",
            "    return later[1] > criteria.DIRECTION_RATE, gamma"),
+    Mutant("modified-flow-sign", "GD's modified equation takes its correction with the wrong sign",
+           "theory/li2024/modified_flow.py",
+           "    return G[:, flow.Q] + correction * flow.eta * dG[:, flow.Q], G, dG, Hq",
+           "    return G[:, flow.Q] - correction * flow.eta * dG[:, flow.Q], G, dG, Hq"),
+    Mutant("modified-flow-no-derivative", "the second-order bound leaves out the change of H g along the flow",
+           "theory/li2024/modified_flow.py", "    return flow.eta ** 2 * (0.25 * dHg + 0.5 * H2g)",
+           "    return flow.eta ** 2 * 0.5 * H2g"),
+    Mutant("second-order-never-tried", "a draw the first-order bound leaves undecided is not continued to second order",
+           "theory/li2024/local_convergence.py", "        if state in BOUND_LIMITED and order == 1:",
+           "        if False:"),
 ]
 
 

@@ -364,7 +364,9 @@ def test_a_bound_too_wide_within_gds_reach_is_judged_again_from_gd(monkeypatch):
     """A stress draw (seeds 11-55, ce loss): continued from GD at 2e4 steps, the bound widened from 1.7e-4 at
     2e5 to 223 at 2e6 (a change of selection), and every budget to 2e12 was "an ambiguous token within the
     continuation's bound".  GD itself reaches 2e6: re-run there, then continued again, the draw is aligned
-    at 2e8 steps-equivalent.  With no budget within GD's reach (``ESCALATE_MAX = 0``) it stays not judged."""
+    at 2e8 steps-equivalent.  With no budget within GD's reach (``ESCALATE_MAX = 0``) the second-order
+    continuation (GD's modified equation, whose bound does not widen through the change) decides it: aligned
+    at 2e8 too; without either it stays not judged."""
     from theory.core.problem import Problem
 
     p = Problem.load("examples/section5_bound_widened_within_gd_reach.json")
@@ -372,6 +374,9 @@ def test_a_bound_too_wide_within_gds_reach_is_judged_again_from_gd(monkeypatch):
     outcome, why, r = lc.verdict(p, theory_problem)
     assert outcome == "aligned" and "GD re-run to 2e+06" in why, why
     monkeypatch.setattr(lc, "ESCALATE_MAX", 0)
+    outcome, why, _ = lc.verdict(p, theory_problem)
+    assert outcome == "aligned" and "second-order continuation" in why and "GD re-run" not in why, why
+    monkeypatch.setattr(lc, "_second_order", lambda *args: args[-1])
     outcome, why, _ = lc.verdict(p, theory_problem)
     assert outcome == "not judged" and "within the continuation's bound" in why, why
 

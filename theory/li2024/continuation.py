@@ -90,6 +90,7 @@ from theory.li2024.curvature_kernel import nonconvex_rhs
 from theory.li2024.engine import LOSS_CODES
 from theory.li2024.flow_kernel import flow_rhs
 from theory.li2024.losses import EPS, TokenData, attention, loss_and_grad_scores
+from theory.li2024.modified_flow import CORRECTION, modified_jacobian, modified_rhs
 from theory.li2024.provenance import ContinuationFailed, deviation, engine_label, engine_measures, engine_of
 from theory.li2024.training import (Checkpoint, Trajectory, _scc_membership, checkpoint_measures, grad_norm_scores,
                                     log_checkpoints)
@@ -161,13 +162,18 @@ class ContinuedTrajectory(Trajectory):
     notes: list = field(default_factory=list)
     # Why a partial solve (``continue_flow(..., partial=True)``) ended before its horizon; None when it did not.
     stopped: str | None = None
+    # 1: the gradient flow; 2: GD's modified equation (theory.li2024.modified_flow)
+    order: int = 1
 
 
 class _Flow:
     """The right-hand side, its Jacobian and ``||H g||`` in the reduced variables ``B_Q``."""
 
-    def __init__(self, problem: Problem, W1: np.ndarray, eta: float, sign: float = 1.0, compiled: bool = True):
+    def __init__(self, problem: Problem, W1: np.ndarray, eta: float, sign: float = 1.0, compiled: bool = True,
+                 order: int = 1, correction: float = CORRECTION):
         data = TokenData.from_problem(problem)
+        # order 2: GD's modified equation and its bound (theory.li2024.modified_flow), in numpy
+        self.order, self.correction = order, correction
         # Theorem 1's setting (the log loss under Assumption 1) is convex: μ = 0, and the compiled kernel applies.
         self.convex = data.loss == "log" and data.biorthogonal
         self.data, self.E, self.M = data, problem.E, problem.gram
@@ -219,7 +225,7 @@ class _Flow:
         the compiled kernel and its numpy reference (the same arithmetic in two orders)."""
         compiled, self.compiled = self.compiled, True
         try:
-            a = self._rhs(s, y)
+            a = self._first_order_rhs(s, y)
         finally:
             self.compiled = compiled
         with np.errstate(invalid="ignore"):
@@ -235,6 +241,11 @@ class _Flow:
         return float(self._rhs(s, z)[-1]) - beta, beta
 
     def _rhs(self, s, y):
+        if self.order == 2:
+            return modified_rhs(self, s, y, self.correction)
+        return self._first_order_rhs(s, y)
+
+    def _first_order_rhs(self, s, y):
         if self.compiled and not self.convex:
             d = self.data
             return nonconvex_rhs(np.ascontiguousarray(y, dtype=float), float(s), self.A1, self.M, self.MQQ, self.Q,
@@ -280,6 +291,8 @@ class _Flow:
         return grad_norm_scores(dG, self.M)
 
     def jac(self, s, y):
+        if self.order == 2:
+            return modified_jacobian(self, s, y, self.correction)
         A = self.scores(y)
         if not self.convex:
             Hq = query_hessians(A, self.data, self.Q)
@@ -506,7 +519,8 @@ def _stage_name(stage) -> str:
 def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Analysis | None = None, *,
                   method: str = METHOD, rtol: float = RTOL, atol: float = ATOL, estimate_error: bool = False,
                   checkpoints=None, sign: float = 1.0, time_scale: float = 1.0,
-                  compiled: bool = True, partial: bool = False) -> ContinuedTrajectory:
+                  compiled: bool = True, partial: bool = False, order: int = 1,
+                  correction: float = CORRECTION) -> ContinuedTrajectory:
     """``traj`` (plain GD on ``problem``) continued to ``steps`` steps-equivalent by the gradient flow in log time.
 
     Parameters
@@ -533,6 +547,12 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
         The right-hand side from :mod:`theory.li2024.flow_kernel` (default) or its numpy reference (the
         same arithmetic in another order: the two differ by rounding, which can change the integrator's
         steps).
+    order : {1, 2}
+        1: the gradient flow and its bound ``D`` (module docstring).  2: GD's modified equation and its bound
+        ``D̃`` (:mod:`theory.li2024.modified_flow`; numpy only, a few times the cost per evaluation), which
+        stays small through a late change of selection where ``D`` does not.
+    correction : float
+        The modified equation's coefficient (1/2); another value is a planted defect, for the property only.
     partial : bool
         Where the integrator fails in a later decade (it stalls at every stage, or the state becomes
         non-finite), return the checkpoints of the decades completed before it, with ``stopped`` saying why,
@@ -554,13 +574,15 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
     later = np.unique(later[later > tau1])
     base = ContinuedTrajectory(list(traj.checkpoints), traj.eta, False, traj.seconds,
                                continued_from=getattr(traj, "continued_from", tau1) if engine_of(traj.final) != "gd"
-                               else tau1, method=method, rtol=rtol, atol=atol)
+                               else tau1, method=method, rtol=rtol, atol=atol, order=order)
     if len(later) == 0:
         return base
     if engine_of(traj.final) != "gd":
         raise ValueError("continuation: start from a GD state (this trajectory already ends in the continuation)")
     eta = traj.eta
-    flow = _Flow(problem, traj.final.W, eta, sign, compiled)
+    if order not in (1, 2):
+        raise ValueError(f"continuation: order is 1 (the gradient flow) or 2 (GD's modified equation), not {order!r}")
+    flow = _Flow(problem, traj.final.W, eta, sign, compiled, order, correction)
     t1 = eta * tau1
     s1 = float(np.log(t1))
     s_eval = np.log(t1 + time_scale * eta * (later.astype(float) - tau1))
