@@ -55,7 +55,7 @@ from theory.li2024.curvature import query_hessians
 from theory.li2024.losses import loss_and_grad_scores
 from theory.li2024.training import grad_norm_scores
 
-__all__ = ["FD_SCORE_STEP", "CORRECTION", "hessian_apply", "modified_field", "forcing", "modified_rhs",
+__all__ = ["FD_SCORE_STEP", "CORRECTION", "hessian_apply", "modified_field", "forcing_terms", "forcing", "modified_rhs",
            "modified_jacobian"]
 
 # The central difference for d(H g)/dt moves every score by at most this much: small against the O(1) score
@@ -93,9 +93,9 @@ def _dG_at(flow, y: np.ndarray) -> np.ndarray:
     return hessian_apply(query_hessians(A, flow.data, flow.Q), G, flow.M, flow.Q)
 
 
-def forcing(flow, y: np.ndarray, F: np.ndarray, dG: np.ndarray, Hq: np.ndarray) -> float:
-    """``η² (||d(H g)/dt|| / 4 + ||H² g|| / 2)`` at ``y`` (module docstring), ``F`` the state's velocity
-    ``dB/dt`` on the query columns."""
+def forcing_terms(flow, y: np.ndarray, F: np.ndarray, dG: np.ndarray, Hq: np.ndarray) -> tuple[float, float]:
+    """``(||d(H g)/dt||, ||H² g||)`` at ``y`` in Frobenius units of ``W`` (module docstring), ``F`` the state's
+    velocity ``dB/dt`` on the query columns, ``dG`` and ``Hq`` as :func:`modified_field` returns them."""
     M, n = flow.M, flow.n
     H2g = grad_norm_scores(hessian_apply(Hq, dG, M, flow.Q), M)
     v = np.zeros(n + 1)
@@ -106,6 +106,12 @@ def forcing(flow, y: np.ndarray, F: np.ndarray, dG: np.ndarray, Hq: np.ndarray) 
     if speed > 0 and np.isfinite(speed):
         h = FD_SCORE_STEP / speed
         dHg = grad_norm_scores((_dG_at(flow, y + h * v) - _dG_at(flow, y - h * v)) / (2 * h), M)
+    return dHg, H2g
+
+
+def forcing(flow, y: np.ndarray, F: np.ndarray, dG: np.ndarray, Hq: np.ndarray) -> float:
+    """``η² (||d(H g)/dt|| / 4 + ||H² g|| / 2)`` at ``y`` (module docstring; :func:`forcing_terms`)."""
+    dHg, H2g = forcing_terms(flow, y, F, dG, Hq)
     return flow.eta ** 2 * (0.25 * dHg + 0.5 * H2g)
 
 
