@@ -205,3 +205,19 @@ def test_the_forcings_derivative_is_the_change_of_h_g_along_the_solved_path(tau)
     derivative = 0.5 * (terms[0][0] + terms[1][0])
     assert abs(quotient - derivative) <= 0.01 * derivative, (quotient, derivative)
     assert all(dHg / 4 >= 0.25 * H2g / 2 for dHg, H2g in terms), terms
+
+
+@pytest.mark.theorem("Section 5")
+@pytest.mark.parametrize("name, status, verdict", [(LATE_TRANSIT, 0, "holds"), (SQUARE_LATE, 1, "fails")])
+def test_check_decides_a_late_change_of_selection(capsys, name, status, verdict):
+    """``tpg check`` on the two late-transit draws (undecided before the second order): the ce draw holds, the
+    square-loss draw fails with the independent computation's confirmation, and each reason names the
+    second-order continuation."""
+    import json
+
+    from theory.run.cli import main
+
+    rc = main(["check", name, "--claim", "li2024.section5"])
+    d = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert (rc, d["verdict"]) == (status, verdict), d["reason"]
+    assert "second-order continuation" in d["reason"], d["reason"]
