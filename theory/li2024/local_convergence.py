@@ -443,8 +443,9 @@ def _engine(c, order: int) -> str:
 
 def _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, undecided):
     """The ladder judged again through GD's modified equation (:mod:`theory.li2024.modified_flow`) when the
-    first-order continuation's bound, not the run, left its last budget undecided (``undecided``: that
-    verdict, returned when the second order decides nothing either, with its reason appended).
+    first-order continuation left its last budget undecided by its bound (a selection or statistic within it of
+    a threshold, or a trend read over every ``W`` within it: ``undecided``, that verdict, returned when the
+    second order decides nothing either, with its reason appended).
 
     Why there only.  The first-order bound ``D`` is Grönwall's on the local error ``η² H g / 2``: through a
     late change of selection it grows by 10^3-10^5 and then stays, so every later budget is bound-limited
@@ -608,6 +609,13 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
         rejected, gamma = trend_rejects((prior, settled_rates[prior][0]), (top, settled_rates[top][1]),
                                         last["pseudo"].svm.norm, r["eta"])
     if not rejected:
-        return "not judged", _unresolved(gamma, last["steps"], " steps-equivalent") + _skipped(skipped), last
+        undecided = "not judged", _unresolved(gamma, last["steps"], " steps-equivalent") + _skipped(skipped), last
+        # γ is read between the least rate at the top and the largest a decade before, over every W within the
+        # bound: a bound of a few per cent of the increment can turn a settled misalignment's γ = 1 into a
+        # "converging" one (a square-loss draw of a fresh stress seed: nominal rates 6.21, 6.95 at 2e11, 2e12,
+        # within the first-order bound [5.87, 6.55] and [6.30, 7.61], γ -0.34; through the second order
+        # [6.208, 6.210] and [6.949, 6.953], γ 0.99).
+        return _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, undecided) if order == 1 \
+            else undecided
     return ("not aligned", _failed(last, rate, note, history) + f"; trend γ = {gamma:.3g} over the last decade"
             + _skipped(skipped), last)
