@@ -190,6 +190,8 @@ MUTANTS = [
            "    return G[:, flow.Q] - correction * flow.eta * dG[:, flow.Q], G, dG, Hq"),
     Mutant("modified-flow-no-derivative", "the second-order bound leaves out the change of H g along the flow",
            "theory/li2024/modified_flow.py", "    return dHg, H2g", "    return 0.0, H2g"),
+    Mutant("section5-no-extension", "a selection that changed in the ladder's last decade is not judged a decade later",
+           "theory/li2024/local_convergence.py", "    if top * 10 <= EXTENSION_MAX:", "    if False:"),
     Mutant("second-order-never-tried", "a draw the first-order bound leaves undecided is not continued to second order",
            "theory/li2024/local_convergence.py", "        if state in BOUND_LIMITED and order == 1:",
            "        if False:"),

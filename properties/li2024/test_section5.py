@@ -37,7 +37,7 @@ def _alignment_property(case, outcomes: list):
     note_problem(p)
     outcome, why, r = verdict(case)
     event(f"ambiguous tokens={r['pseudo'].ambiguous > 0}")
-    outcomes.append((outcome, why, p))
+    outcomes.append((outcome, why, p, r.get("eta"), r.get("steps")))
     if outcome == "not judged":
         not_judged(why.split(" (")[0])
     event(f"pseudo-TPG = true TPG={abs(r['corr_pseudo'] - r['corr_true']) < 1e-9}")
@@ -83,8 +83,8 @@ def _confirmed(outcome) -> bool:
     command line's verdict uses)."""
     from theory.li2024.claims import independent_misalignment
 
-    _, _, p, eta = outcome
-    return independent_misalignment(p, eta)[0]
+    p, eta = outcome[2], outcome[3]
+    return independent_misalignment(p, eta, horizon=outcome[4] if len(outcome) > 4 else None)[0]
 
 
 @pytest.mark.theorem("Section 5")
@@ -167,7 +167,7 @@ def test_gd_aligns_with_the_pseudo_tpg_svm_on_the_whole_domain():
     def prop(p):
         note_problem(p)
         outcome, why, r = lc.verdict(p, p.replace(head=None, loss="log"), note=f"{p.loss} loss")
-        outcomes.append((outcome, why, p, r.get("eta")))
+        outcomes.append((outcome, why, p, r.get("eta"), r.get("steps")))
         event(f"{p.loss} loss, head biorthogonal={p.assumptions()['head_biorthogonal']}: {outcome}")
         if outcome == "not judged":
             not_judged(why.split(" (")[0])
@@ -459,3 +459,24 @@ def test_transit_is_not_a_counterexample():
     outcome, why, _ = verdict(case)
     record_metrics(outcome=outcome)
     assert outcome != "not aligned", why
+
+
+@pytest.mark.theorem("Section 5")
+def test_a_selection_changed_in_the_last_decade_is_judged_a_decade_later(monkeypatch):
+    """A log-loss draw with a broken head (a fresh stress seed): its selection changes between 2e10 and 2e11
+    steps-equivalent, and 2e12, settled, fails with no settled decade before it to read a trend: undecided
+    with the ladder at its natural top.  Extended by a decade (``EXTENSION_MAX``), it must be read where it
+    is: a settled misalignment (rates 17.8, 19.7 at 2e12, 2e13, γ = 1; 11.2 to 18.2 from 2e7 to 2e10 on the
+    selection before), confirmed by the independent computation read to the same budget."""
+    from theory.core.problem import Problem
+    from theory.li2024.claims import independent_misalignment
+
+    p = Problem.load("examples/section5_selection_changed_before_horizon.json")
+    theory_problem = p.replace(head=None, loss="log")
+    outcome, why, r = lc.verdict(p, theory_problem)
+    assert outcome == "not aligned" and "the ladder extended past 2e+12" in why and r["steps"] == 2 * 10**13, why
+    confirmed, reading = independent_misalignment(p, r["eta"], horizon=r["steps"])
+    assert confirmed and "2e+13" in reading, reading
+    monkeypatch.setattr(lc, "EXTENSION_MAX", 10**12)
+    outcome, why, _ = lc.verdict(p, theory_problem)
+    assert outcome == "not judged" and "without a settled decade before it" in why, why

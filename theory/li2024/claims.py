@@ -205,7 +205,7 @@ def judge_section5(problem, budget_scale: float = 1.0) -> Verdict:
     if r.get("step") is not None:  # the log loss with a broken head runs at a region step: say which kind
         why = f"{why}; step {r['step'].describe()}"
     if mapped is Outcome.FAILS:
-        confirmed, said = independent_misalignment(problem, r["eta"])
+        confirmed, said = independent_misalignment(problem, r["eta"], horizon=r.get("steps"))
         measures["independently_confirmed"] = confirmed
         why = f"{why}; {said}"
         if not confirmed:
@@ -213,22 +213,24 @@ def judge_section5(problem, budget_scale: float = 1.0) -> Verdict:
     return Verdict(mapped, measures, budget=int(r.get("steps", 0) or 0), reason_text=why)
 
 
-def independent_reading(problem, eta: float):
+def independent_reading(problem, eta: float, horizon: int | None = None):
     """The independent computation (``oracles/flow.py``) on Section 5's own protocol: GD at step ``eta`` for
-    the verdict's first GD run (``STEPS / 10``), then budgets x10 to the continuation's horizon."""
+    the verdict's first GD run (``STEPS / 10``), then budgets x10 to ``horizon`` (default the continuation's;
+    a verdict whose ladder was extended past it passes its own last budget)."""
     from oracles import flow
     from theory.li2024.local_continuation import HORIZON
     from theory.li2024.local_convergence import STEPS
 
-    return flow.read(problem.to_json(), eta, first=STEPS // 10, horizon=HORIZON)
+    return flow.read(problem.to_json(), eta, first=STEPS // 10, horizon=max(HORIZON, int(horizon or 0)))
 
 
-def independent_misalignment(problem, eta: float) -> tuple[bool, str]:
-    """``(confirmed, what it read)``: :func:`independent_reading` of a settled misalignment at the horizon."""
+def independent_misalignment(problem, eta: float, horizon: int | None = None) -> tuple[bool, str]:
+    """``(confirmed, what it read)``: :func:`independent_reading` (to ``horizon``) of a settled misalignment at
+    its last budget."""
     from oracles import flow
 
     try:
-        reading = independent_reading(problem, eta)
+        reading = independent_reading(problem, eta, horizon)
     except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:  # FlowOracleError is a ValueError
         return False, f"not confirmed by the independent computation (oracles/flow.py): it failed ({exc})"
     last = reading.last

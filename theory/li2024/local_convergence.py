@@ -461,6 +461,30 @@ def _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, 
     return outcome, f"{text}; second-order continuation: {why or 'not decided'}", last
 
 
+# A selection that changes in the ladder's last decade leaves no settled decade to read a trend over.  The ladder
+# is then extended by one decade past its natural top (2e13 steps-equivalent), not more: the bound D does not
+# carry B's rounding floor eps t (noise_atol), which grows tenfold a decade.  Measured on the draw of a fresh
+# stress seed this was written for (examples/section5_selection_changed_before_horizon.json, η = 4.3): the solve
+# reaches 2e13 in 0.02 s, eps t is 0.019 there against a last-decade increment of 62.6 in W (3e-4 of it; the
+# measured integration error 5e-4), and would be 0.19 at 2e14; a square-loss draw's solve stalled in the
+# decade to 2e14.
+EXTENSION_MAX = 10**14
+
+
+def _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, order, undecided):
+    """``undecided`` (the ladder's last budget without a settled decade before it: its selection changed in
+    that decade) judged again on the ladder extended by a decade (:data:`EXTENSION_MAX`), or, at the last
+    extension, through the second order (:func:`_second_order`) as any other undecided end."""
+    top = ladder[-1]
+    if top * 10 <= EXTENSION_MAX:
+        out = _through_continuation(p, theory_problem, r, select, reject, note, ladder + [top * 10], anchored, order)
+        if out is not None:
+            return out[0], f"{out[1]} (the ladder extended past {top:.0e}: its selection changed in the decade before)", \
+                out[2]
+    return _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, undecided) if order == 1 \
+        else undecided
+
+
 def _through_continuation(p, theory_problem, r, select, reject, note, ladder=None, anchored=False, order=1):
     """The budgets ``ladder`` (default ``10 τ₁, 100 τ₁, ...`` up to ``HORIZON``) through the continuation from
     GD's run in ``r`` (:mod:`theory.li2024.local_continuation`); None when the continuation is not used or
@@ -596,6 +620,8 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
     if state != "failed":
         undecided = ("not judged", f"{UNDECIDED if state in BOUND_LIMITED else ''}{state} at {last['steps']:.0e} "
                      f"steps-equivalent (continued from GD at {tau1})" + _skipped(skipped[:-1]), last)
+        if state == CHANGED:
+            return _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, order, undecided)
         if state in BOUND_LIMITED and order == 1:
             return _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, undecided)
         return undecided
@@ -610,6 +636,8 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
                                         last["pseudo"].svm.norm, r["eta"])
     if not rejected:
         undecided = "not judged", _unresolved(gamma, last["steps"], " steps-equivalent") + _skipped(skipped), last
+        if prior not in settled_rates:  # no settled decade before the top: its selection changed late
+            return _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, order, undecided)
         # γ is read between the least rate at the top and the largest a decade before, over every W within the
         # bound: a bound of a few per cent of the increment can turn a settled misalignment's γ = 1 into a
         # "converging" one (a square-loss draw of a fresh stress seed: nominal rates 6.21, 6.95 at 2e11, 2e12,
