@@ -16,20 +16,22 @@ def engine_of(c) -> str:
 
 def deviation(c) -> float:
     """The bound on ``||W_GD - W||_F`` at a checkpoint: 0 for a GD checkpoint; for a continuation checkpoint
-    ``D(τ)`` + its measured integration error + GD's rounding (:mod:`theory.li2024.continuation`'s docstring)."""
+    ``D(τ)`` + its measured integration error + its tolerance floor + GD's rounding
+    (:mod:`theory.li2024.continuation`'s docstring)."""
     if engine_of(c) == "gd":
         return 0.0
-    return c.gd_deviation_bound + (c.integration_error or 0.0) + c.gd_rounding
+    return c.gd_deviation_bound + (c.integration_error or 0.0) + getattr(c, "rounding_floor", 0.0) + c.gd_rounding
 
 
 def deviation_from_exact(c) -> float:
     """The bound on ``||W_exact - W||_F`` at a checkpoint, ``W_exact`` GD in exact arithmetic (what the theorems
-    speak of): ``D(τ)`` + the measured integration error for a continuation checkpoint, 0 for a GD one.  The
+    speak of): ``D(τ)`` + the measured integration error + the tolerance floor (``rounding_floor``) for a
+    continuation checkpoint, 0 for a GD one.  The
     float GD engine's own rounding (``gd_rounding``, in :func:`deviation`) matters only where the continuation
     is compared with that engine's runs; charged linearly over 10^12 steps it would dominate every bound."""
     if engine_of(c) == "gd":
         return 0.0
-    return c.gd_deviation_bound + (c.integration_error or 0.0)
+    return c.gd_deviation_bound + (c.integration_error or 0.0) + getattr(c, "rounding_floor", 0.0)
 
 
 def engine_label(run) -> str:
