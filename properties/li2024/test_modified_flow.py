@@ -233,3 +233,25 @@ def test_check_decides_a_late_change_of_selection(capsys, name, status, verdict)
     d = json.loads(capsys.readouterr().out.splitlines()[0])
     assert (rc, d["verdict"]) == (status, verdict), d["reason"]
     assert "second-order continuation" in d["reason"], d["reason"]
+
+
+@pytest.mark.theorem("Section 5")
+def test_the_bound_carries_the_integrators_tolerance_floor():
+    """The late-transit ce draw from GD's state at 2e4 to 2e7 steps: GD stays within the second-order bound
+    without the float engine's rounding charge (its rounding is below 3e-10 here: a solve at rtol 1e-12 is
+    within that of it), but only with the integrator's tolerance floor (``rounding_floor``): at 2e7 the
+    distance is 6.2e-8 against 2.6e-8 for ``D̃`` and the estimated integration error alone (the estimate's
+    second solve shares the floor, ``||E||² sqrt(n) eps t`` = 1.6e-7 there)."""
+    from theory.li2024.provenance import deviation_from_exact
+
+    p = Problem.load(LATE_TRANSIT)
+    gd, _ = lc.train_section5(p, 2 * 10**7)
+    start = truncate(gd, START)
+    steps = [c.step for c in gd.checkpoints if c.step > START]
+    run = continue_flow(p, start, 2 * 10**7, checkpoints=steps, estimate_error=True, order=2)
+    dist = _distances(gd, run)
+    at = {c.step: c for c in run.checkpoints if engine_of(c) != "gd"}
+    assert all(dist[k] <= deviation_from_exact(at[k]) for k in dist), \
+        [(k, dist[k], deviation_from_exact(at[k])) for k in dist if dist[k] > deviation_from_exact(at[k])]
+    top = at[2 * 10**7]
+    assert dist[2 * 10**7] > top.gd_deviation_bound + top.integration_error, (dist[2 * 10**7], top)
