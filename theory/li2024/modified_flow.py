@@ -76,21 +76,20 @@ def hessian_apply(Hq: np.ndarray, X: np.ndarray, M: np.ndarray, Q: np.ndarray) -
     return Y
 
 
+def _gradient_parts(flow, y: np.ndarray):
+    """``(G, dG, Hq)`` at the state ``y``: the score gradient, ``H g`` in the scores and the query Hessians."""
+    A = flow.scores(y)
+    _, G = loss_and_grad_scores(A, flow.data)
+    Hq = query_hessians(A, flow.data, flow.Q)
+    return G, hessian_apply(Hq, G, flow.M, flow.Q), Hq
+
+
 def modified_field(flow, y: np.ndarray, correction: float = CORRECTION):
     """``(dB/dt, G, dG, Hq)`` at the state ``y`` of the continuation's flow (``theory.li2024.continuation``):
     the modified equation's ``G + c η dG`` on the query columns (``c = correction``, 1/2), the score gradient
     ``G``, ``dG = H g`` in the scores and the query Hessians."""
-    A = flow.scores(y)
-    _, G = loss_and_grad_scores(A, flow.data)
-    Hq = query_hessians(A, flow.data, flow.Q)
-    dG = hessian_apply(Hq, G, flow.M, flow.Q)
+    G, dG, Hq = _gradient_parts(flow, y)
     return G[:, flow.Q] + correction * flow.eta * dG[:, flow.Q], G, dG, Hq
-
-
-def _dG_at(flow, y: np.ndarray) -> np.ndarray:
-    A = flow.scores(y)
-    _, G = loss_and_grad_scores(A, flow.data)
-    return hessian_apply(query_hessians(A, flow.data, flow.Q), G, flow.M, flow.Q)
 
 
 def forcing_terms(flow, y: np.ndarray, F: np.ndarray, dG: np.ndarray, Hq: np.ndarray) -> tuple[float, float]:
@@ -105,7 +104,7 @@ def forcing_terms(flow, y: np.ndarray, F: np.ndarray, dG: np.ndarray, Hq: np.nda
     dHg = 0.0
     if speed > 0 and np.isfinite(speed):
         h = FD_SCORE_STEP / speed
-        dHg = grad_norm_scores((_dG_at(flow, y + h * v) - _dG_at(flow, y - h * v)) / (2 * h), M)
+        dHg = grad_norm_scores((_gradient_parts(flow, y + h * v)[1] - _gradient_parts(flow, y - h * v)[1]) / (2 * h), M)
     return dHg, H2g
 
 
