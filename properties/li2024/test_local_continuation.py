@@ -304,3 +304,24 @@ def test_the_tolerance_on_b_takes_the_rounding_noise_measured_on_the_problem():
     assert run.stopped is None and run.final.step == MARKS[-1], (run.final.step, run.stopped)
     late = [noise / (EPS * np.exp(a)) for a, noise in starts if np.exp(a) > 2e7 * gd.eta]
     assert late and max(late) > 5, late
+
+
+@pytest.mark.theorem("Section 5")
+def test_a_bound_that_falls_is_solved_again():
+    """A broken-head ce draw of a fresh stress seed whose GD sits at an exactly stationary ``W = 0`` (its
+    gradient cancels exactly in GD's and numpy's arithmetic, to 1e-17 in the compiled kernel's) where Grönwall's
+    factor over the decade to 2e5 is about ``e^3600``.  LSODA's controlled solve of ``B`` left the point on the
+    kernel's rounding (``||W|| = 28`` at 2e5) and returned ``D = -3.94`` there: GD left the "bound" (the
+    first-order property failed, 1.16).  ``dD/ds >= 0``, so a decade whose ``D`` falls by more than its tolerance
+    is solved again at the next stage: the solve must show it, ``D`` must not fall below ``-D_ATOL``, and GD
+    must be within the bound at every checkpoint."""
+    from theory.li2024.continuation import D_ATOL
+
+    p = Problem.load("examples/section5_stationary_start.json")
+    gd, _ = lc.train_section5(p, BUDGET)
+    start = truncate(gd, START)
+    steps = [c.step for c in gd.checkpoints if c.step > START]
+    cont = continue_flow(p, start, BUDGET, checkpoints=steps, estimate_error=True)
+    assert "+" in cont.method, cont.method
+    assert min(c.gd_deviation_bound for c in cont.checkpoints if engine_of(c) != "gd") >= -D_ATOL
+    assert max(_ratios(gd, cont, bounds_of(cont))) <= 1.0

@@ -452,6 +452,15 @@ def _decade(flow: _Flow, a: float, b: float, y: np.ndarray, at: np.ndarray, meth
         raise FloatingPointError(f"continuation: {method} failed: {exc}") from None
     if not sol.success:  # the integrator gave up (e.g. LSODA's repeated error-test failures): the next stage
         raise _SegmentStall(f"{method} failed: {sol.message}")
+    if not flow.convex and bound == "solve":
+        # dD/ds = e^s (μ D + η ||H g||) >= 0: a D that falls by more than its own tolerance was not solved (a ce draw
+        # of a fresh stress seed sits at an exactly stationary W = 0 with μ t ~ 4e3 over its decade: the implicit
+        # solve returned D = -3.94 where Grönwall's factor is e^3600, and GD left the continuation's "bound").
+        # The next stage integrates D over the accepted states, where it cannot fall.
+        path = np.r_[y[-1], sol.y[-1]]
+        fell = np.maximum.accumulate(path) - path
+        if np.any(fell > np.maximum(D_ATOL, D_RTOL * np.maximum.accumulate(np.abs(path)))):
+            raise _SegmentStall(f"{method}: the bound D fell from {np.max(path):.3g} to {path[np.argmax(fell)]:.3g}")
     used = 0
     if dense:
         sol.y[-1], used = _bound(flow, sol.sol, float(y[-1]), at)
