@@ -325,3 +325,40 @@ def test_a_bound_that_falls_is_solved_again():
     assert "+" in cont.method, cont.method
     assert min(c.gd_deviation_bound for c in cont.checkpoints if engine_of(c) != "gd") >= -D_ATOL
     assert max(_ratios(gd, cont, bounds_of(cont))) <= 1.0
+
+
+@pytest.mark.theorem("Section 5")
+@pytest.mark.parametrize("order", [1, 2])
+@pytest.mark.xfail(strict=True, reason="issue 37, left open: the bound D does not carry the right-hand side's own "
+                   "rounding, which the flow's instability amplifies at a point GD's arithmetic keeps exactly")
+def test_the_bound_carries_the_right_hand_sides_rounding_at_an_unstable_point(order):
+    """An lsq draw of a fresh stress seed (tied head, K = 2) whose GD sits at a symmetric point its arithmetic
+    keeps exactly (``||W|| ~ 1e-12`` to 2e5 steps).  The continuation's rounding breaks the symmetry (``~1e-17``
+    in ``G``, the same in the compiled and numpy arithmetic, so absent from their measured difference), and the
+    flow's instability carries it to ``||W|| = 3.9`` within 2.6e4 steps, where ``D``, forced by ``η ||H g||``
+    alone, is 0.31 (the first-order stress property failed at 20.7 on this draw, the second-order one at 584).
+
+    A known gap, kept failing (strict) until it is closed.  Measured, not landed: with the rounding as a forcing
+    of ``D`` (``||E||² sqrt(n) max(measured, eps e^{s0})`` per unit of ``s``, grown like ``e^s``) both orders
+    hold here (0.21, 0.83), every Section 5 example keeps its verdict, but ``D̃`` of the three draws the second
+    order decides rises from 1e-4..5e-3 to 0.01..0.3 at 2e12 (still decided) and two stage tests lose their
+    premise (the noise-stall draw no longer stalls); it needs its own ten-seed measurement.  The decisions are
+    protected meanwhile: their agreement check over GD's last decade refuses the continuation on this draw
+    (16.6 and 368 times the bound)."""
+    p = Problem.load("examples/section5_symmetric_saddle.json")
+    gd, _ = lc.train_section5(p, BUDGET)
+    start = truncate(gd, START)
+    steps = [c.step for c in gd.checkpoints if c.step > START]
+    cont = continue_flow(p, start, BUDGET, checkpoints=steps, estimate_error=True, order=order)
+    assert max(_ratios(gd, cont, bounds_of(cont))) <= 1.0
+
+
+@pytest.mark.theorem("Section 5")
+def test_the_decisions_refuse_the_continuation_at_a_symmetric_saddle():
+    """Where the bound misses the right-hand side's amplified rounding (the test above), the decisions do not
+    use the continuation: its agreement check over GD's last decade fails on that draw, for both orders."""
+    p = Problem.load("examples/section5_symmetric_saddle.json")
+    gd, _ = lc.train_section5(p, START)
+    for order in (1, 2):
+        worst, where = agreement(p, gd, order=order)
+        assert worst > 1.0, (order, where)
