@@ -127,3 +127,32 @@ def judge(case, traj, select: float = SELECT, reject: float = REJECT) -> str:
     """``"not judged"``, ``"aligned"`` or ``"not aligned"`` for one trained case under a selection rule
     (the property's own verdict, escalation included)."""
     return verdict(case, traj, select, reject)[0]
+
+
+# ------------------------------------------------------------------------------------------------
+# Section 5's continuation against GD (the bound properties of both orders)
+# ------------------------------------------------------------------------------------------------
+def section5_span(problem, start: int, budget: int):
+    """``(gd, its run truncated at start, the checkpoint steps past start)``: GD at Section 5's step to
+    ``budget``, the span over which a continuation from GD's state at ``start`` is compared with it (not
+    judged where GD diverges at that step)."""
+    from theory.li2024.training import truncate
+
+    try:
+        gd, _ = lc.train_section5(problem, budget)
+    except FloatingPointError:
+        not_judged("GD diverged at Section 5's step")
+    return gd, truncate(gd, start), [c.step for c in gd.checkpoints if c.step > start]
+
+
+def distances_to_gd(gd, cont) -> dict:
+    """``{step: ||W_GD - W||}`` at every continued checkpoint of ``cont``."""
+    from theory.li2024.provenance import engine_of
+
+    at = {c.step: c for c in gd.checkpoints}
+    return {c.step: float(np.linalg.norm(c.W - at[c.step].W)) for c in cont.checkpoints if engine_of(c) != "gd"}
+
+
+def over_bound(distances: dict, bounds: dict) -> float:
+    """The largest distance over its bound (a zero bound: 0 for a zero distance, else infinite)."""
+    return max(d / bounds[k] if bounds[k] > 0 else (0.0 if d == 0 else float("inf")) for k, d in distances.items())

@@ -17,6 +17,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from properties.helpers import describe, note_problem, plant_stall_past
+from properties.li2024.runs import distances_to_gd, over_bound, section5_span
 from properties.judging import margin, not_judged, scaled
 from strategies.domains import problems_for
 from strategies.relaxations import relaxed_cases
@@ -37,14 +38,7 @@ section5_problems = st.one_of(problems_for(SECTION5),
 
 def _ratios(gd, cont, bounds) -> list[float]:
     """``||W_GD - W|| / δ`` at every continued checkpoint (``δ`` from ``bounds``)."""
-    at = {c.step: c for c in gd.checkpoints}
-    out = []
-    for c in cont.checkpoints:
-        if engine_of(c) == "gd":
-            continue
-        dist, bound = float(np.linalg.norm(c.W - at[c.step].W)), bounds[c.step]
-        out.append(dist / bound if bound > 0 else (0.0 if dist == 0 else float("inf")))
-    return out
+    return [over_bound({k: d}, bounds) for k, d in distances_to_gd(gd, cont).items()]
 
 
 @pytest.mark.theorem("Section 5")
@@ -52,12 +46,7 @@ def _ratios(gd, cont, bounds) -> list[float]:
 @given(p=section5_problems)
 def test_nonconvex_continuation_stays_within_its_bound_of_gd(p):
     note_problem(p)
-    try:
-        gd, step = lc.train_section5(p, BUDGET)
-    except FloatingPointError:
-        not_judged("GD diverged at Section 5's step")
-    start = truncate(gd, START)
-    steps = [c.step for c in gd.checkpoints if c.step > START]
+    gd, start, steps = section5_span(p, START, BUDGET)
     try:
         cont = continue_flow(p, start, BUDGET, checkpoints=steps, estimate_error=True)
     except FloatingPointError as exc:

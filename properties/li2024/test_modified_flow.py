@@ -16,6 +16,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from properties.helpers import describe, note_problem
+from properties.li2024.runs import distances_to_gd, over_bound, section5_span
 from properties.judging import margin, not_judged, scaled
 from strategies.domains import problems_for
 from strategies.relaxations import relaxed_cases
@@ -35,41 +36,26 @@ section5_problems = st.one_of(problems_for(SECTION5),
                               relaxed_cases("head", head_loss="ce").map(lambda case: case.problem))
 
 
-def _distances(gd, cont) -> dict:
-    """``{step: ||W_GD - W||}`` at every continued checkpoint."""
-    at = {c.step: c for c in gd.checkpoints}
-    return {c.step: float(np.linalg.norm(c.W - at[c.step].W)) for c in cont.checkpoints if engine_of(c) != "gd"}
-
-
-def _worst(dist: dict, bounds: dict) -> float:
-    return max(d / bounds[k] if bounds[k] > 0 else (0.0 if d == 0 else float("inf")) for k, d in dist.items())
-
-
 @pytest.mark.theorem("Section 5")
 @settings(max_examples=scaled(12), deadline=None)
 @given(p=section5_problems)
 def test_gd_stays_within_the_second_order_bound_of_its_modified_equation(p):
     note_problem(p)
-    try:
-        gd, _ = lc.train_section5(p, BUDGET)
-    except FloatingPointError:
-        not_judged("GD diverged at Section 5's step")
-    start = truncate(gd, START)
-    steps = [c.step for c in gd.checkpoints if c.step > START]
+    gd, start, steps = section5_span(p, START, BUDGET)
     try:
         cont = continue_flow(p, start, BUDGET, checkpoints=steps, estimate_error=True, order=2)
     except FloatingPointError as exc:
         event(f"the second-order continuation failed: {str(exc)[:40]}")
         not_judged("the second-order continuation's integrator failed")
     honest = bounds_of(cont)
-    worst = _worst(_distances(gd, cont), honest)
+    worst = over_bound(distances_to_gd(gd, cont), honest)
     assert worst <= 1.0, (f"GD left the second-order continuation's bound: |ΔW|/D̃ = {worst:.3g} ({p.loss} loss)\n"
                           f"problem file: {describe(p)}")
     margin("section 5 second-order distance over bound", "valid", worst)
     event(f"{p.loss} loss, head biorthogonal={p.assumptions()['head_biorthogonal']}")
     # A plant of the correction moves the path by GD's first-order deviation from the plain flow (half of it,
     # all of it, half of it): seen only where that deviation stands clear of the honest bound.
-    plain = _distances(gd, continue_flow(p, start, BUDGET, checkpoints=steps))
+    plain = distances_to_gd(gd, continue_flow(p, start, BUDGET, checkpoints=steps))
     if max(plain.values()) < 10 * max(honest[k] for k in plain):
         event("plants not checked: GD's first-order deviation is within 10x the second-order bound")
         return
@@ -79,7 +65,7 @@ def test_gd_stays_within_the_second_order_bound_of_its_modified_equation(p):
         except FloatingPointError:
             event(f"'{name}' caught: the integrator stalled")
             continue
-        caught = _worst(_distances(gd, wrong), honest)
+        caught = over_bound(distances_to_gd(gd, wrong), honest)
         assert caught > 1.0, f"planted '{name}' stays within the bound ({caught:.3g})\nproblem file: {describe(p)}"
         margin("section 5 second-order distance over bound", "planted", caught)
 
@@ -101,11 +87,11 @@ def test_the_second_order_bound_holds_through_a_change_of_selection():
     first = bounds_of(continue_flow(p, start, 10**7, checkpoints=steps, estimate_error=True))
     second = continue_flow(p, start, 10**7, checkpoints=steps, estimate_error=True, order=2)
     honest = bounds_of(second)
-    assert _worst(_distances(gd, second), honest) <= 1.0
+    assert over_bound(distances_to_gd(gd, second), honest) <= 1.0
     assert honest[10**7] * 100 <= first[10**7], (honest[10**7], first[10**7])
     for name, plant in PLANTS.items():
         wrong = continue_flow(p, start, 10**7, checkpoints=steps, order=2, **plant)
-        assert _worst(_distances(gd, wrong), honest) > 10, name
+        assert over_bound(distances_to_gd(gd, wrong), honest) > 10, name
 
 
 @pytest.mark.theorem("Section 5")
@@ -249,7 +235,7 @@ def test_the_bound_carries_the_integrators_tolerance_floor():
     start = truncate(gd, START)
     steps = [c.step for c in gd.checkpoints if c.step > START]
     run = continue_flow(p, start, 2 * 10**7, checkpoints=steps, estimate_error=True, order=2)
-    dist = _distances(gd, run)
+    dist = distances_to_gd(gd, run)
     at = {c.step: c for c in run.checkpoints if engine_of(c) != "gd"}
     assert all(dist[k] <= deviation_from_exact(at[k]) for k in dist), \
         [(k, dist[k], deviation_from_exact(at[k])) for k in dist if dist[k] > deviation_from_exact(at[k])]
