@@ -132,6 +132,16 @@ def judge(case, traj, select: float = SELECT, reject: float = REJECT) -> str:
 # ------------------------------------------------------------------------------------------------
 # Section 5's continuation against GD (the bound properties of both orders)
 # ------------------------------------------------------------------------------------------------
+def section5_problems():
+    """Problems of Section 5's whole stated domain and the relaxed-head ``ce`` cases: what the bound
+    properties of both orders draw."""
+    from strategies.domains import problems_for
+    from strategies.relaxations import relaxed_cases
+    from theory.li2024.claims import SECTION5
+
+    return st.one_of(problems_for(SECTION5), relaxed_cases("head", head_loss="ce").map(lambda case: case.problem))
+
+
 def section5_span(problem, start: int, budget: int):
     """``(gd, its run truncated at start, the checkpoint steps past start)``: GD at Section 5's step to
     ``budget``, the span over which a continuation from GD's state at ``start`` is compared with it (not

@@ -14,16 +14,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import event, given, settings
-from hypothesis import strategies as st
 
 from properties.helpers import describe, note_problem, plant_stall_past
-from properties.li2024.runs import distances_to_gd, over_bound, section5_span
+from properties.li2024.runs import distances_to_gd, over_bound, section5_problems, section5_span
 from properties.judging import margin, not_judged, scaled
-from strategies.domains import problems_for
-from strategies.relaxations import relaxed_cases
 from theory.core.problem import Problem
 from theory.li2024 import local_convergence as lc
-from theory.li2024.claims import SECTION5
 from theory.li2024.continuation import bounds_of, continue_flow
 from theory.li2024.local_continuation import agreement
 from theory.li2024.provenance import engine_of
@@ -32,10 +28,6 @@ from theory.li2024.training import truncate
 START, BUDGET = 20_000, 200_000
 PLANTS = {"wrong sign of the step": {"sign": -1.0}, "time map off by 2": {"time_scale": 2.0}}
 
-section5_problems = st.one_of(problems_for(SECTION5),
-                              relaxed_cases("head", head_loss="ce").map(lambda case: case.problem))
-
-
 def _ratios(gd, cont, bounds) -> list[float]:
     """``||W_GD - W|| / δ`` at every continued checkpoint (``δ`` from ``bounds``)."""
     return [over_bound({k: d}, bounds) for k, d in distances_to_gd(gd, cont).items()]
@@ -43,7 +35,7 @@ def _ratios(gd, cont, bounds) -> list[float]:
 
 @pytest.mark.theorem("Section 5")
 @settings(max_examples=scaled(15), deadline=None)
-@given(p=section5_problems)
+@given(p=section5_problems())
 def test_nonconvex_continuation_stays_within_its_bound_of_gd(p):
     note_problem(p)
     gd, start, steps = section5_span(p, START, BUDGET)

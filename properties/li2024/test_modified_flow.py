@@ -13,16 +13,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import event, given, settings
-from hypothesis import strategies as st
 
 from properties.helpers import describe, note_problem
-from properties.li2024.runs import distances_to_gd, over_bound, section5_span
+from properties.li2024.runs import distances_to_gd, over_bound, section5_problems, section5_span
 from properties.judging import margin, not_judged, scaled
-from strategies.domains import problems_for
-from strategies.relaxations import relaxed_cases
 from theory.core.problem import Problem
 from theory.li2024 import local_convergence as lc
-from theory.li2024.claims import SECTION5
 from theory.li2024.continuation import bounds_of, continue_flow
 from theory.li2024.local_continuation import agreement
 from theory.li2024.provenance import engine_of
@@ -32,13 +28,9 @@ START, BUDGET = 20_000, 200_000
 PLANTS = {"no correction": {"correction": 0.0}, "the wrong sign": {"correction": -0.5},
           "twice the correction": {"correction": 1.0}}
 
-section5_problems = st.one_of(problems_for(SECTION5),
-                              relaxed_cases("head", head_loss="ce").map(lambda case: case.problem))
-
-
 @pytest.mark.theorem("Section 5")
 @settings(max_examples=scaled(12), deadline=None)
-@given(p=section5_problems)
+@given(p=section5_problems())
 def test_gd_stays_within_the_second_order_bound_of_its_modified_equation(p):
     note_problem(p)
     gd, start, steps = section5_span(p, START, BUDGET)

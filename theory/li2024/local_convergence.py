@@ -451,8 +451,8 @@ def _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, 
     late change of selection it grows by 10^3-10^5 and then stays, so every later budget is bound-limited
     (the five draws of ten fresh stress seeds left undecided at 2e12: ``D`` = 2.6-69).  The modified equation
     integrates that leading term, and its bound ``D̃`` is Grönwall's on the next one: 1e-4 to 2e-3 on the
-    same five draws.  It costs a numpy solve of a few times the first order's evaluations (0.1-30 s at K <= 5
-    on those draws), so it runs only where the first order could not decide."""
+    same five draws.  It costs a numpy solve of a few times the first order's evaluations (2-6 s a verdict on
+    those draws), so it runs only where the first order could not decide."""
     out = _through_continuation(p, theory_problem, r, select, reject, note, ladder, anchored, order=2)
     if out is not None and out[0] != "not judged":
         return out[0], f"{out[1]} (second-order continuation: the first order's bound was too wide)", out[2]
@@ -477,7 +477,9 @@ def _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchor
     extension, through the second order (:func:`_second_order`) as any other undecided end."""
     top = ladder[-1]
     if top * 10 <= EXTENSION_MAX:
-        out = _through_continuation(p, theory_problem, r, select, reject, note, ladder + [top * 10], anchored, order)
+        # the same GD run and order: its agreement check already passed
+        out = _through_continuation(p, theory_problem, r, select, reject, note, ladder + [top * 10], anchored, order,
+                                    checked=True)
         if out is not None:
             return out[0], f"{out[1]} (the ladder extended past {top:.0e}: its selection changed in the decade before)", \
                 out[2]
@@ -485,11 +487,14 @@ def _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchor
         else undecided
 
 
-def _through_continuation(p, theory_problem, r, select, reject, note, ladder=None, anchored=False, order=1):
+def _through_continuation(p, theory_problem, r, select, reject, note, ladder=None, anchored=False, order=1,
+                          checked=False):
     """The budgets ``ladder`` (default ``10 τ₁, 100 τ₁, ...`` up to ``HORIZON``) through the continuation from
     GD's run in ``r`` (:mod:`theory.li2024.local_continuation`); None when the continuation is not used or
     decided nothing (``r`` then carries the reason in ``continuation_note``).  ``anchored``: ``τ₁`` is on the
-    ladder and is judged on GD's own iterate (a re-run past a bound too wide to decide, below)."""
+    ladder and is judged on GD's own iterate (a re-run past a bound too wide to decide, below).  ``order``: the
+    continuation's (1, or 2: GD's modified equation); ``checked``: its agreement check on this GD run already
+    passed (the ladder extended past a late change of selection)."""
     from theory.core.decision import budget_ladder
     from theory.li2024 import local_continuation as lcont
 
@@ -497,7 +502,7 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
     tau1 = int(gd.final.step)
     ladder = [b for b in (ladder or budget_ladder(tau1, lcont.HORIZON)) if b > tau1 or (anchored and b == tau1)]
     # Most runs decide at the first continued budget: solve to it first, to the horizon only when needed.
-    run, why = lcont.continued(p, gd, ladder[:1], order=order)
+    run, why = lcont.continued(p, gd, ladder[:1], order=order, checked=checked)
     if run is None:
         r["continuation_note"] = f" (not escalated: {why})"
         return None
