@@ -29,7 +29,7 @@ The engine.
   still ~10^6 ulps, so the error control does not chase rounding.  ``ATOL`` matters only for entries of
   ``B`` that stay near 0.  Late, ``atol`` is raised to the right-hand side's own rounding noise,
   ``eps t`` (:func:`noise_atol`), decade by decade of ``t``; the quadrature ``D`` is not error-controlled for the
-  convex loss, and controlled to ``max(D_ATOL, D_RTOL D)`` for the others (Grönwall's growth, below), inside
+  convex loss, and controlled to ``D_RTOL`` of ``D`` for the others (Grönwall's growth, below, solved in ``ln D``), inside
   the implicit solve or, where that stalls, over its accepted states (``_bound``).
   The integrator's error is *measured*, not assumed: ``estimate_error=True``
   solves again at ``rtol/100, atol/100`` and records the difference per checkpoint
@@ -69,9 +69,11 @@ disagreed: ...)"``; :func:`~theory.li2024.provenance.engine_measures`).
 
 Section 5 (:mod:`theory.li2024.local_continuation`).  Its losses are not the log loss or its head breaks
 Assumption 1: the loss is not convex in ``W`` there, the gradient step is not non-expansive, and ``D`` above
-bounds nothing.  For those losses ``D`` carries Grönwall's factor, ``dD/ds = e^s (μ D + η ||H g||)`` with
+bounds nothing.  For those losses ``D`` carries Grönwall's factor, ``dD/ds = e^s (μ D + η ||H g||) + ρ(s)`` with
 ``μ = max(0, -λ_min(∇²L))`` at the flow point (:mod:`theory.li2024.curvature`; a first-order bound, measured
-against GD by ``properties/li2024/test_local_continuation.py``), the right-hand side is the numpy one and the
+against GD by ``properties/li2024/test_local_continuation.py``) and ``ρ`` the right-hand side's own rounding
+(``_Flow.rounding_forcing``: amplified by the same factor, it is the whole distance at an unstable point GD's
+arithmetic keeps exactly), solved in ``ln D`` (``_LogBound``: an implicit step of the linear form damps its growth), the right-hand side is the numpy one and the
 Jacobian is the Hessian of :mod:`theory.li2024.curvature`.  Near a change of selection ``μ`` is large and ``D``
 widens by orders of magnitude: the statistics a Section 5 verdict reads then carry that width, and a basin
 the bound cannot resolve is not decided.  For the convex loss ``μ = 0`` and nothing changes.
@@ -101,19 +103,14 @@ __all__ = ["Agreement", "ContinuationCheckpoint", "ContinuationFailed", "Continu
            "engine_of", "engine_label", "engine_measures", "deviation", "RTOL", "ATOL", "METHOD", "CONTINUE_MAX_STEPS"]
 
 RTOL, ATOL = 1e-10, 1e-12
-# The absolute tolerance on D for a non-convex loss (``_solve``).  D is a tolerance on W needed to ~1% and is
-# never below one GD step's local error (1e-7 and up on Section 5's problems); 1e-9 and 1e-7 gave the same D
-# to three digits on the transit regression case (4.71e-2 at 2e7..2e12 from GD's state at 2e4), 1e-12 stalled
-# it (more than SEGMENT_EVALS evaluations in the decade of its change of selection).
-D_ATOL = 1e-9
-# ... and relative to D's value at the decade's start, past D_ATOL.  Late, ``||H g||`` is evaluated on a gradient
-# whose in-SCC entries are exact only to ~eps of their O(1) terms (noise_atol): dD/ds carries a noise of
-# ~eps t λ per unit of s that no step size resolves below D_ATOL, and the error control chased it (stress seed
-# 777777, ce with a broken head: 9 of 680 solves stalled at 10^10-10^11 steps-equivalent, 21 s of the
-# property's 45).  D is a tolerance needed to a few per cent.  At 1e-3, 8 of the nine solves finish (900-2400
-# evaluations), and decade by decade, where the D_ATOL-controlled solve finished, D is 1.000-1.067 times its
-# value (never smaller by more than 1e-4: the noise the control no longer chases is integrated, not dropped);
-# at 1e-2 it is 1.0-1.80 times.
+# The tolerance on ln D for a non-convex loss (``_LogBound``): a relative tolerance on D.  D is a tolerance on W
+# needed to a few per cent.  Late, ``||H g||`` is evaluated on a gradient whose in-SCC entries are exact only to
+# ~eps of their O(1) terms (noise_atol): dD/ds carries a noise of ~eps t λ per unit of s, and an error control
+# that asks for D more finely chases it (stress seed 777777, ce with a broken head, with D controlled in its
+# linear form to 1e-9 absolute: 9 of 680 solves stalled at 10^10-10^11 steps-equivalent, 21 s of the property's
+# 45).  At 1e-3 relative (the linear form's) 8 of the nine finished, and decade by decade, where the finer
+# solve finished, D was 1.000-1.067 times its value (never smaller by more than 1e-4: the noise the control no
+# longer chases is integrated, not dropped); at 1e-2 it was 1.0-1.80 times.
 D_RTOL = 1e-3
 # A stalled solve raises instead of running on (seen only on the planted defects, whose path leaves the flow's).
 MAX_EVALS = 50_000
@@ -203,6 +200,10 @@ class _Flow:
             self.TZ = np.ascontiguousarray(self.space.TZ)
             self.code = LOSS_CODES[data.loss]
             self.H = np.ascontiguousarray(data.H, dtype=float)
+        # The right-hand side's rounding as a forcing of a non-convex flow's D (rounding_forcing): B's noise per unit
+        # of s at the start s0 of the current decade, set by _solve, in Frobenius units of W per entry of B.
+        self.to_W = float(np.linalg.norm(self.E, 2) ** 2 * np.sqrt(self.n))
+        self.noise_s0, self.noise_at_s0 = 0.0, 0.0
 
     def scores(self, y):
         A = self.A1.copy()
@@ -247,10 +248,32 @@ class _Flow:
         z[-1] = 1.0
         return float(self._rhs(s, z)[-1]) - beta, beta
 
+    def rounding_forcing(self, s: float) -> float:
+        """What the right-hand side's own rounding adds to a non-convex flow's ``dD/ds`` at ``s``:
+        ``||E||² sqrt(n) ν e^{s - s0}``, ``ν`` the larger of the noise measured at the decade's start ``s0``
+        (:meth:`rounding_noise`) and ``eps e^{s0}`` (``eps t``, :func:`noise_atol`), grown like ``e^s`` over the decade.
+
+        Why.  The integrator solves the flow with the computed right-hand side ``f + δ``, not ``f``; by Grönwall
+        ``δ`` moves the solution from the flow at rate ``||δ||`` amplified by ``e^{∫ μ}``, the same factor as GD's
+        local error, so it is a forcing of ``D`` next to ``η ||H g||``.  Where the flow is stable this adds about
+        ``eps t`` per unit of ``s``, of the size of the tolerance floor (``rounding_floor``).  At an unstable point
+        that GD's arithmetic keeps exactly it is the whole story: an lsq tied-head draw whose GD stays at
+        ``||W|| ~ 1e-12`` (``examples/section5_symmetric_saddle.json``), where the continuation's rounding of ``G``
+        (~1e-17, the same in the compiled and numpy arithmetic, so absent from their measured difference; it is
+        within ``eps`` of ``G``'s O(1) terms) is carried to ``||W|| = 3.9`` within 2.6e4 steps.  Without this
+        term GD was 20.7 (first order) and 584 (second) times the bound there; with it 0.21 and 0.83."""
+        if self.convex:
+            return 0.0
+        return self.to_W * self.noise_at_s0 * float(np.exp(s - self.noise_s0))
+
     def _rhs(self, s, y):
         if self.order == 2:
-            return modified_rhs(self, s, y, self.correction)
-        return self._first_order_rhs(s, y)
+            out = modified_rhs(self, s, y, self.correction)
+        else:
+            out = self._first_order_rhs(s, y)
+        if not self.convex:
+            out[self.n] += self.rounding_forcing(s)
+        return out
 
     def _first_order_rhs(self, s, y):
         if self.compiled and not self.convex:
@@ -424,43 +447,97 @@ def _bound(flow: _Flow, path, D0: float, at: np.ndarray) -> tuple[np.ndarray, in
 
 
 # The stages a decade is tried in (_solve): (integrator, D's control).  "solve": D controlled inside the implicit
-# solve to max(D_ATOL, D_RTOL D); "nodes": D left out of the error control and integrated over the accepted
+# solve to D_RTOL of D (in ln D, _LogBound); "nodes": D left out of the error control and integrated over the accepted
 # states afterwards (_bound).  The "nodes" stages are the non-convex flow's only: a convex D rides on B's steps.
 STAGES = ((METHOD, "solve"), (FALLBACK, "solve"), (METHOD, "nodes"), (FALLBACK, "nodes"))
+
+
+class _LogBound:
+    """A non-convex flow's system in ``(B_Q, ln D)`` instead of ``(B_Q, D)``: ``d ln D/ds = α + β / D``.
+
+    Why.  ``dD/ds = α D + β`` (``α = e^s μ``) is an unstable linear equation wherever Grönwall's ``μ`` is large, and
+    an implicit step of it with ``h α > 1`` damps or flips it: ``D' = (D + h β) / (1 - h α)``.  The error control
+    does not see this while ``D`` is below its absolute tolerance.  Measured at a symmetric saddle GD's
+    arithmetic keeps exactly (``examples/section5_symmetric_saddle.json``, ``α`` = 405 per unit of ``s`` at
+    2e4 steps): the second-order solve stayed at the saddle and returned ``D̃ = -5.7e-15`` at 2e5 steps where
+    Grönwall's factor is beyond ``e^900``; at an exactly stationary ``W = 0`` the first-order one returned
+    ``D = -3.94``.  In ``ln D`` the growth ``α`` is a drift no step can damp and ``β / D`` is a stable
+    relaxation, so an implicit method integrates both faithfully; ``ln D`` is controlled to ``D_RTOL``
+    (a relative tolerance on ``D``).  It cannot fall (``d ln D/ds >= 0``): the linear form's solve had to be
+    checked for a falling ``D`` and solved again at the next stage.  It also stopped chasing ``||H g||``'s late
+    noise: the five Section 5 example files whose linear-form solve stalled into the "nodes" stage finish in
+    LSODA alone (3913 evaluations to 2e12 where the linear form took 11736, on
+    ``examples/section5_bound_noise_stall.json``).
+
+    ``D`` starts from ``max(D(a), D_RTOL β(a))``: ``ln 0`` is not a state, and that seed is what the forcing
+    adds over ``D_RTOL`` of log time, so it keeps ``D`` an upper bound and loosens it by about ``D_RTOL`` of
+    itself.  Past ``D = 1e300`` (``LOG_D_MAX``) the bound is useless and the solve stops
+    (``FloatingPointError``)."""
+
+    def __init__(self, flow: _Flow):
+        self.flow = flow
+
+    def state(self, s: float, y: np.ndarray) -> np.ndarray:
+        z = np.array(y, dtype=float)
+        z[-1] = 0.0
+        beta = float(self.flow.rhs(s, z)[-1])
+        z[-1] = np.log(max(float(y[-1]), D_RTOL * beta, np.finfo(float).tiny))
+        return z
+
+    def _linear(self, z: np.ndarray) -> np.ndarray:
+        if z[-1] > LOG_D_MAX:
+            raise FloatingPointError(f"continuation: the bound D exceeds e^{LOG_D_MAX:.0f} (Grönwall's factor)")
+        y = np.array(z, dtype=float)
+        y[-1] = np.exp(z[-1])
+        return y
+
+    def rhs(self, s, z):
+        y = self._linear(z)
+        f = self.flow.rhs(s, y)
+        f[-1] /= y[-1]
+        return f
+
+    def jac(self, s, z):
+        y = self._linear(z)
+        J = self.flow.jac(s, y)
+        # d/dlnD (α + β e^{-ln D}) = -β / D = α - (α D + β) / D; D's row has no ∂/∂B (as in the linear form)
+        J[-1, -1] -= self.flow.rhs(s, y)[-1] / y[-1]
+        return J
+
+
+# ln D past which the bound is useless: D = e^690 ~ 1e300, well inside the floats.
+LOG_D_MAX = 690.0
 
 
 def _decade(flow: _Flow, a: float, b: float, y: np.ndarray, at: np.ndarray, method: str, bound: str,
             rtol: float, atol: float, measured: float = 0.0):
     """One decade ``[a, b]`` from ``y`` by ``method``, ``D`` controlled as ``bound`` says (:data:`STAGES`), with
     ``measured`` the rounding noise at its end (:func:`noise_atol`): ``(solution, evaluations of the bound's
-    quadrature)``; raises ``_SegmentStall`` past the decade's cap."""
+    quadrature)``; raises ``_SegmentStall`` past the decade's cap.  A non-convex flow is solved in ``(B, ln D)``
+    (:class:`_LogBound`); the solution returned holds ``D``."""
     tol = np.full(flow.n + 1, noise_atol(float(np.exp(b)), atol, measured))
     # D is a tolerance, needed to a few per cent.  Convex loss: a quadrature of a positive integrand riding on
     # B's steps, not error-controlled.  Non-convex: Grönwall's μ D makes it an exponential growth whose error
     # B's steps do not bound (measured on a square-loss tied-head file: D went negative past 2e10 steps with it
-    # uncontrolled), so it is controlled (D_ATOL, D_RTOL), inside the solve or over its accepted states.
-    tol[-1] = max(D_ATOL, D_RTOL * y[-1]) if not flow.convex and bound == "solve" else 1.0
+    # uncontrolled), so ln D is controlled to D_RTOL inside the solve, or D over its accepted states.
+    tol[-1] = D_RTOL if not flow.convex and bound == "solve" else 1.0
     flow.segment_start = flow.evals
     flow.segment_limit = flow.evals + (flow.fallback_evals if method == FALLBACK else SEGMENT_EVALS)
     # No dense output of every step is needed where D is integrated inside the solve (it cost a quarter of
     # LSODA's per-step time), only the interpolant of the steps that hold an output point.
     dense = bound == "nodes"
+    system = None if flow.convex else _LogBound(flow)
+    fun, jac, y0 = (flow.rhs, flow.jac, y) if system is None else (system.rhs, system.jac, system.state(a, y))
     try:
-        sol = solve_ivp(flow.rhs, (a, b), y, method=method, t_eval=at, jac=flow.jac, rtol=rtol, atol=tol,
+        sol = solve_ivp(fun, (a, b), y0, method=method, t_eval=at, jac=jac, rtol=rtol, atol=tol,
                         dense_output=dense)
     except ValueError as exc:  # BDF's LU of a non-finite Jacobian: a state past the loss's domain
         raise FloatingPointError(f"continuation: {method} failed: {exc}") from None
     if not sol.success:  # the integrator gave up (e.g. LSODA's repeated error-test failures): the next stage
         raise _SegmentStall(f"{method} failed: {sol.message}")
-    if not flow.convex and bound == "solve":
-        # dD/ds = e^s (μ D + η ||H g||) >= 0: a D that falls by more than its own tolerance was not solved (a ce draw
-        # of a fresh stress seed sits at an exactly stationary W = 0 with μ t ~ 4e3 over its decade: the implicit
-        # solve returned D = -3.94 where Grönwall's factor is e^3600, and GD left the continuation's "bound").
-        # The next stage integrates D over the accepted states, where it cannot fall.
-        path = np.r_[y[-1], sol.y[-1]]
-        fell = np.maximum.accumulate(path) - path
-        if np.any(fell > np.maximum(D_ATOL, D_RTOL * np.maximum.accumulate(np.abs(path)))):
-            raise _SegmentStall(f"{method}: the bound D fell from {np.max(path):.3g} to {path[np.argmax(fell)]:.3g}")
+    if system is not None:
+        with np.errstate(over="ignore"):
+            sol.y[-1] = np.exp(sol.y[-1])
     used = 0
     if dense:
         sol.y[-1], used = _bound(flow, sol.sol, float(y[-1]), at)
@@ -496,7 +573,9 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
         stopped = None
         # Measured once per decade (every stage starts from the same state): the noise at its start grows like
         # t over it (e^s G, G's rounding fixed in size).
-        measured = flow.rounding_noise(a, y) * float(np.exp(b - a))
+        noise = flow.rounding_noise(a, y)
+        measured = noise * float(np.exp(b - a))
+        flow.noise_s0, flow.noise_at_s0 = a, max(noise, EPS * float(np.exp(a)))
         while True:
             before = flow.evals
             try:

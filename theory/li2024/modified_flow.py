@@ -37,7 +37,8 @@ and the error ``e_k = W_k - ψ(t_k)`` obeys ``e_{k+1} = (I - η H̄_k) e_k - ℓ
 
     dD̃/dt = μ D̃ + η² ( ||d(H g)/dt|| / 4 + ||H² g|| / 2 ),     ||W_GD(τ) - ψ(η τ)||_F <= D̃(τ),
 
-first order in ``D̃`` as ``D`` is (``μ`` at the flow point).  The forcing is ``η (H g)' / (4 H g)`` times the
+first order in ``D̃`` as ``D`` is (``μ`` at the flow point), and forced by the right-hand side's own rounding
+as ``D`` is (``theory.li2024.continuation._Flow.rounding_forcing``).  The forcing is ``η (H g)' / (4 H g)`` times the
 first-order one: ``~1/(4τ)`` where the flow moves in log time, ``~η λ`` where the finite part relaxes at rate
 ``λ`` (``η λ <= 1``).  Measured on the five draws the first-order bound left undecided at 2e12: ``D̃`` = 1e-4 to
 2e-3 where ``D`` = 2.6 to 69 (benchmarks/RESULTS.md).
