@@ -273,8 +273,11 @@ def test_budgets_reached_before_a_failed_solve_are_judged(monkeypatch):
 def test_the_tolerance_on_b_takes_the_rounding_noise_measured_on_the_problem():
     """On the stall-after-verdict draw (broken-head ce) the right-hand side's rounding noise, measured as the
     compiled kernel against its numpy reference, is 10-76 times the assumed ``eps t`` from 2e7 steps-equivalent
-    on: with that floor alone every stage stalled on ``B`` in the decade to 2e12.  With the measured floor the
-    solve must reach 2e12 whole, and the floor must be what it measures (not ``eps t`` again) past 2e7."""
+    on.  ``B`` is resolved only to that noise, so its tolerance and the floor every checkpoint charges
+    (``rounding_floor``) must be what it measures, not ``eps t`` again: past 2e7 the floor must exceed five
+    times ``||E||² sqrt(n) eps t`` (measured: 8.5-63 times), and the solve must reach 2e12 whole.  (With the
+    bound in its linear form, ``eps t`` alone stalled every stage in the decade to 2e12; in ``ln D`` it does not,
+    3275 evaluations against 3273, so the charge is what this checks.)"""
     from theory.li2024 import continuation
     from theory.li2024.losses import EPS
 
@@ -293,6 +296,10 @@ def test_the_tolerance_on_b_takes_the_rounding_noise_measured_on_the_problem():
     assert run.stopped is None and run.final.step == MARKS[-1], (run.final.step, run.stopped)
     late = [noise / (EPS * np.exp(a)) for a, noise in starts if np.exp(a) > 2e7 * gd.eta]
     assert late and max(late) > 5, late
+    to_W = np.linalg.norm(p.E, 2) ** 2 * np.sqrt(continuation._Flow(p, gd.final.W, gd.eta).n)
+    assumed = {c.step: to_W * EPS * gd.eta * c.step for c in run.checkpoints if c.step > 2 * 10**7}
+    floors = {c.step: c.rounding_floor / assumed[c.step] for c in run.checkpoints if c.step in assumed}
+    assert floors and min(floors.values()) > 5, floors
 
 
 @pytest.mark.theorem("Section 5")
