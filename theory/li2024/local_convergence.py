@@ -611,15 +611,18 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
                      "not_judged": f"the continuation's bound was too wide at {b1:.0e}"}
             out = _through_continuation(p, theory_problem, again, select, reject, note,
                                         [n for n in ladder if n >= b1], anchored=True, order=order)
-            if out is not None and out[1].startswith(UNDECIDED):
-                # The bound resolves nothing past GD's own budget: GD's reading there stands where the GD path
-                # would end on it (a run without a ⇒ edge is not judged, not escalated).  Two draws of fresh
-                # stress seeds sit at a point GD's arithmetic keeps exactly (examples/section5_stationary_start.json,
-                # section5_symmetric_saddle.json: W ~ 1e-12 at 2e7 steps); the continuation's own rounding,
-                # amplified there, is in its bound (10^3 and beyond), so every later budget is ambiguous.
+            if out is None or out[1].startswith(UNDECIDED):
+                # The bound resolves nothing past GD's own budget, or the continuation is refused from there: GD's
+                # reading stands where the GD path would end on it (a run without a ⇒ edge is not judged, not
+                # escalated).  Draws of fresh stress seeds sit at a point GD's arithmetic keeps exactly
+                # (examples/section5_stationary_start.json, section5_symmetric_saddle.json: W ~ 1e-12 at 2e7 steps;
+                # section5_exp_stationary_saddle.json: a stationary point at ||W|| = 0.594, gradient 1e-13); the
+                # continuation's own rounding, amplified there, is in its bound (10^3 to 1e199), so every later
+                # budget is ambiguous, and from GD's longer run the continuation leaves the point GD keeps.
                 own = local_run(p, theory_problem, longer, select, reject, step)
                 if own["not_judged"] == NO_EDGE:
-                    own["continuation_note"] = f" (on GD at {b1:.0e}; through the continuation past it: {out[1]})"
+                    past = out[1] if out is not None else again.get("continuation_note", "").strip(" ()")
+                    own["continuation_note"] = f" (on GD at {b1:.0e}; through the continuation past it: {past})"
                     return "not judged", NO_EDGE + own["continuation_note"], own
             if out is not None:
                 return out[0], f"{out[1]} (GD re-run to {b1:.0e}, where the continuation's bound was too wide)", out[2]
