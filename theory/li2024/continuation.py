@@ -261,7 +261,8 @@ class _Flow:
         ``||W|| ~ 1e-12`` (``examples/section5_symmetric_saddle.json``), where the continuation's rounding of ``G``
         (~1e-17, the same in the compiled and numpy arithmetic, so absent from their measured difference; it is
         within ``eps`` of ``G``'s O(1) terms) is carried to ``||W|| = 3.9`` within 2.6e4 steps.  Without this
-        term GD was 20.7 (first order) and 584 (second) times the bound there; with it 0.21 and 0.83."""
+        term GD was 20.7 (first order) and 584 (second) times the bound there; with it (and ``D`` solved in ``ln D``,
+        :class:`_LogBound`) 0.17 and 0.14."""
         if self.convex:
             return 0.0
         return self.to_W * self.noise_at_s0 * float(np.exp(s - self.noise_s0))
@@ -465,8 +466,8 @@ class _LogBound:
     relaxation, so an implicit method integrates both faithfully; ``ln D`` is controlled to ``D_RTOL``
     (a relative tolerance on ``D``).  It cannot fall (``d ln D/ds >= 0``): the linear form's solve had to be
     checked for a falling ``D`` and solved again at the next stage.  It also stopped chasing ``||H g||``'s late
-    noise: the five Section 5 example files whose linear-form solve stalled into the "nodes" stage finish in
-    LSODA alone (3913 evaluations to 2e12 where the linear form took 11736, on
+    noise: the six solves on four Section 5 example files whose linear form stalled into the "nodes" stage
+    finish in LSODA alone (3913 evaluations to 2e12 where the linear form took 11736, on
     ``examples/section5_bound_noise_stall.json``).
 
     ``D`` starts from ``max(D(a), D_RTOL β(a))``: ``ln 0`` is not a state, and that seed is what the forcing
