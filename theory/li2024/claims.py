@@ -83,9 +83,10 @@ def judge_theorem1(problem, budget_scale: float = 1.0) -> Verdict:
     W0 = np.zeros((problem.d, problem.d))
     if an.svm.norm == 0:
         lam = an.finite.min_curvature
-        steps = max(criteria.MIN_STEPS, int(np.ceil(30 / (eta * lam)))) if lam else criteria.MIN_STEPS
+        steps = max(criteria.MIN_STEPS, int(np.ceil(criteria.finite_relaxation(an, eta)))) if lam else criteria.MIN_STEPS
         if steps > cap:
-            return _undecided(f"30 convergence time constants ({steps} steps) exceed the budget ({cap})", steps=steps)
+            return _undecided(f"{criteria.FINITE_RELAXATIONS} convergence time constants ({steps} steps) exceed the "
+                              f"budget ({cap})", steps=steps)
         return criteria.finite_convergence_decide(train(problem, steps, eta, analysis=an),
                                                   _extend(problem, an, budget_scale), max_steps=cap)[0]
     steps, need = criteria.run_budget(an, eta, W0)
