@@ -199,6 +199,8 @@ MUTANTS = [
            "        return 0.0"),
     Mutant("no-edge-on-gd-ignored", "a ladder the bound leaves undecided past GD's own reading without a ⇒ edge is undecided",
            "theory/li2024/local_convergence.py", "                if own[\"not_judged\"] == NO_EDGE:", "                if False:"),
+    Mutant("finite-rejected-before-relaxation", "Theorem 1's finite part is rejected within its relaxation time on S_fin",
+           "theory/li2024/criteria.py", "    if z == REJECT and end.step < relax:", "    if False:"),
     Mutant("second-order-never-tried", "a draw the first-order bound leaves undecided is not continued to second order",
            "theory/li2024/local_convergence.py", "        if state in BOUND_LIMITED and order == 1:",
            "        if False:"),
