@@ -82,8 +82,7 @@ def judge_theorem1(problem, budget_scale: float = 1.0) -> Verdict:
     cap = max(criteria.MIN_STEPS, int(criteria.ESCALATE_MAX_STEPS * budget_scale))
     W0 = np.zeros((problem.d, problem.d))
     if an.svm.norm == 0:
-        lam = an.finite.min_curvature
-        steps = max(criteria.MIN_STEPS, int(np.ceil(criteria.finite_relaxation(an, eta)))) if lam else criteria.MIN_STEPS
+        steps = max(criteria.MIN_STEPS, int(np.ceil(criteria.finite_relaxation(an, eta))))  # 0 where λ is unknown
         if steps > cap:
             return _undecided(f"{criteria.FINITE_RELAXATIONS} convergence time constants ({steps} steps) exceed the "
                               f"budget ({cap})", steps=steps)
