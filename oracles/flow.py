@@ -219,6 +219,31 @@ def graph_svm(model: Model, edges: frozenset) -> np.ndarray:
     if min(lam) < -tol or stationary > 1e-6 or slack > 1e-6:
         raise FlowOracleError(f"Graph-SVM: KKT not met after the solve (stationarity {stationary:.2g}, "
                               f"complementarity {slack:.2g}, least multiplier {min(lam):.2g})")
+    return _polished(S, rows_ge, rows_eq, lam)
+
+
+def _polished(S: np.ndarray, rows_ge: list, rows_eq: list, lam: list) -> np.ndarray:
+    """The Graph-SVM re-solved exactly on the interior-point answer's active set.
+
+    An interior-point answer is optimal to its duality gap, and the distance to the optimum of a strongly
+    convex programme goes like the gap's square root: measured on a well-conditioned K = 5 draw, ``||W||``
+    above ``sqrt(2)`` by 2.7e-9 and ``W`` off the optimum by 4.4e-5 relative.  On the active set (the ``>=``
+    rows with a multiplier or no slack, and the equalities) the optimum is the minimum-norm solution of the
+    active rows at 1 and the equalities at 0, a least-squares solve.  It is kept only when it satisfies every
+    constraint and its multipliers (``A^T μ = 2W``) are non-negative on the active ``>=`` rows; otherwise the
+    solver's answer, already verified above, stands."""
+    big = max(lam)
+    active = [r for r, l in zip(rows_ge, lam) if l > 1e-6 * big or float(np.sum(r * S)) - 1.0 < 1e-6]
+    A = np.array([r.ravel() for r in active + rows_eq])
+    b = np.r_[np.ones(len(active)), np.zeros(len(rows_eq))]
+    w = np.linalg.lstsq(A, b, rcond=None)[0]
+    mu = np.linalg.lstsq(A.T, 2 * w, rcond=None)[0]
+    scale = max(1.0, float(np.linalg.norm(w)), float(np.abs(mu).max()))
+    feasible = (min(float(np.sum(r.ravel() * w)) for r in rows_ge) >= 1 - 1e-12 * scale
+                and max((abs(float(np.sum(r.ravel() * w))) for r in rows_eq), default=0.0) <= 1e-12 * scale)
+    stationary = float(np.linalg.norm(A.T @ mu - 2 * w)) <= 1e-10 * scale
+    if feasible and stationary and (mu[:len(active)] >= -1e-10 * scale).all():
+        return w.reshape(S.shape)
     return S
 
 
@@ -229,35 +254,53 @@ def _rate(inc: np.ndarray, S: np.ndarray, eta: float, steps: int) -> float:
     return float(tan * np.log(max(steps * eta / ns**2, np.e)))
 
 
-def read(doc: dict, eta: float, *, first: int = 20_000, horizon: int = 2 * 10**12) -> Reading:
-    """GD for ``first`` steps at ``eta``, the flow to ``horizon`` steps-equivalent, and the reading at the
-    budgets ``10 first, 100 first, ...`` (see the module docstring)."""
-    model = Model(doc)
-    W = np.zeros((model.d, model.d))
-    for _ in range(first):
-        W = W - eta * model.grad(W)
-    if not np.all(np.isfinite(W)):
-        raise FlowOracleError("GD diverged")
-    budgets = [first * 10**i for i in range(0, 1 + int(round(np.log10(horizon / first))))]
+def trajectory(model: Model, eta: float, budgets, *, first: int = 20_000, W0=None) -> list:
+    """``W`` at each of ``budgets`` (steps, increasing): plain GD from ``W0`` (default 0) at ``eta`` up to ``first`` steps
+    (every budget at or below it read off the GD loop), then the gradient flow ``dW/dσ = -t ∇L`` in log time
+    (``t = η τ``) with scipy's LSODA from GD's state to every later budget, one solve per interval."""
+    budgets = [int(b) for b in budgets]
+    if any(b2 <= b1 for b1, b2 in zip(budgets, budgets[1:])) or not budgets or budgets[0] < 1:
+        raise FlowOracleError(f"budgets must increase from 1 step: {budgets}")
+    shape = (model.d, model.d)
+    W = np.zeros(shape) if W0 is None else np.array(W0, dtype=float).reshape(shape)
+    gd_to = min(first, budgets[-1])
+    out, done = [], 0
+    for b in sorted({b for b in budgets if b <= gd_to} | {gd_to}):
+        for _ in range(b - done):
+            W = W - eta * model.grad(W)
+        done = b
+        if not np.all(np.isfinite(W)):
+            raise FlowOracleError("GD diverged")
+        if b in budgets:
+            out.append(W.copy())
 
     def rhs(sigma, y):
-        return -np.exp(sigma) * model.grad(y.reshape(W.shape)).ravel()
+        return -np.exp(sigma) * model.grad(y.reshape(shape)).ravel()
 
-    span = np.log(eta * np.asarray(budgets, dtype=float))
-    states = [W.ravel()]
-    for a, b in zip(span[:-1], span[1:]):
-        # One decade per solve, its absolute tolerance at the rounding of -t ∇L (eps t per unit σ: late the
-        # gradient is a sum of O(1) terms that balance within the selected tokens): a tolerance below it asks the
-        # integrator to resolve noise (LSODA took 1.4e6 evaluations to 2e11 steps at 1e-12 on a square-loss draw).
-        sol = solve_ivp(rhs, (a, b), states[-1], method="LSODA", rtol=1e-10,
+    y, a = W.ravel(), np.log(eta * gd_to)
+    for n in budgets[len(out):]:
+        b = np.log(eta * n)
+        # Its absolute tolerance at the rounding of -t ∇L (eps t per unit σ: late the gradient is a sum of O(1)
+        # terms that balance within the selected tokens): a tolerance below it asks the integrator to resolve
+        # noise (LSODA took 1.4e6 evaluations to 2e11 steps at 1e-12 on a square-loss draw).
+        sol = solve_ivp(rhs, (a, b), y, method="LSODA", rtol=1e-10,
                         atol=max(1e-12, 16 * np.finfo(float).eps * np.exp(b)))
         if sol.status != 0:
             raise FlowOracleError(f"the flow's solve failed: {sol.message}")
-        states.append(sol.y[:, -1])
+        y, a = sol.y[:, -1], b
+        out.append(y.reshape(shape).copy())
+    return out
+
+
+def read(doc: dict, eta: float, *, first: int = 20_000, horizon: int = 2 * 10**12) -> Reading:
+    """GD for ``first`` steps at ``eta``, the flow to ``horizon`` steps-equivalent, and the reading at the
+    budgets ``first, 10 first, 100 first, ...`` (see the module docstring; :func:`trajectory`)."""
+    model = Model(doc)
+    budgets = [first * 10**i for i in range(0, 1 + int(round(np.log10(horizon / first))))]
+    states = trajectory(model, eta, budgets, first=first)
     out = Reading(eta)
     prev = None
-    for n, y in zip(budgets, states):
-        Wb = y.reshape(W.shape)
+    for n, Wb in zip(budgets, states):
         edges, amb = pseudo_edges(model, Wb)
         b = Budget(int(n), Wb, edges, amb)
         if not amb:
