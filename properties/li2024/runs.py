@@ -40,6 +40,19 @@ def initial_weights(draw, d: int):
 step_fractions = st.sampled_from([1.0, 0.5, 0.25])  # of the safe step 1/β
 
 
+def independent_theorem1(problem, verdict, eta: float, W0=None) -> str:
+    """What the independent computation (``oracles/theorem1.py``, no code shared with ``theory/``) reads of a
+    failing Theorem 1 verdict on the run from ``W0`` at step ``eta``: the sentence a failure message carries,
+    saying whether it confirms the rejection (a counterexample to the theorem) or not (a defect of the suite)."""
+    from oracles import theorem1 as oracle
+    from theory.core.decision import REJECT
+
+    names = [s.name for s in verdict.statistics if s.zone == REJECT]
+    if "moves" in names:  # W^svm = 0: log growth instead of a finite limit
+        return oracle.confirm_finite_limit(problem.to_json(), eta, verdict.budget, W0=W0)[1]
+    return oracle.confirm(problem.to_json(), eta, verdict.budget, names, W0=W0)[1]
+
+
 def run_theorem1(problem, W0, fraction, *, beyond_gd: bool = False):
     """``(analysis, trajectory)`` at Theorem 1's budget.
 

@@ -23,7 +23,7 @@ from theory.core.problem import Problem
 from theory.core.decision import budget_ladder
 from theory.li2024.continuation import CONTINUE_MAX_STEPS, Escalation, engine_of
 from theory.li2024.training import resume, train, truncate
-from properties.li2024.runs import initial_weights, run_theorem1, step_fractions, theorem_problems
+from properties.li2024.runs import independent_theorem1, initial_weights, run_theorem1, step_fractions, theorem_problems
 from theory.li2024.plants import wrong_direction
 
 zero_problems = trainable_problems(shapes=("svm_zero",))
@@ -56,11 +56,15 @@ def stalled(traj, at):
                                       for c in traj.checkpoints])
 
 
-def judge_or_count(verdict, problem, what: str) -> None:
-    """Holds: passes; fails: the assertion, with the verdict and the problem file; undecided at the maximum
-    budget: counted as not judged under its own reason (the judged-share floor bounds how often)."""
+def judge_or_count(verdict, problem, what: str, *, eta: float | None = None, W0=None) -> None:
+    """Holds: passes; fails: the assertion, with the verdict, the independent computation's reading of it
+    (where ``eta`` is given: :func:`properties.li2024.runs.independent_theorem1`) and the problem file;
+    undecided at the maximum budget: counted as not judged under its own reason (the judged-share floor
+    bounds how often)."""
     if verdict.outcome is criteria.Outcome.UNDECIDED:
         not_judged("undecided at the maximum budget")
+    if verdict.outcome is criteria.Outcome.FAILS and eta is not None:
+        what = f"{what} ({independent_theorem1(problem, verdict, eta, W0)})"
     assert_verdict(verdict, problem, what)
 
 
@@ -100,7 +104,7 @@ def test_gd_log_loss_converges_to_svm_direction_and_finite_part(data, fraction):
     for label, score in criteria.theorem1_edges(verdict).items():
         aim(f"theorem1 {label}", score, describe(p))
     record_margins(verdict, "valid")
-    judge_or_count(verdict, p, "Theorem 1 (GD, log loss)")
+    judge_or_count(verdict, p, "Theorem 1 (GD, log loss)", eta=traj.eta, W0=W0)
 
 
 # W^svm = 0: GD converges to W^fin like e^{-t/τ}, τ = 1 / (η λ_min) with λ_min the smallest curvature of
@@ -131,7 +135,7 @@ def test_gd_converges_to_finite_minimizer_when_svm_is_zero(data, fraction):
     traj = train(p, steps, eta, W0=W0, analysis=an)
     verdict, traj = criteria.finite_convergence_decide(traj, extender(p, an))
     event(f"budgets used={len(verdict.history)}")
-    judge_or_count(verdict, p, "W^svm = 0: GD converges")
+    judge_or_count(verdict, p, "W^svm = 0: GD converges", eta=eta, W0=W0)
     # With no ⇒ edge L̃ = L, so the finite limit's S_fin part is W^fin itself; the part of W(0) that GD
     # never touches (outside the span of the gradients) stays as it was.
     assert_close(an.space.project(traj.final.W), an.finite.W, 1e-5, "Π_S W(τ) vs W^fin", p)
