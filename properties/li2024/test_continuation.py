@@ -162,12 +162,15 @@ def _degenerate_start():
 def test_a_decade_that_stalls_lsoda_is_solved_by_bdf(monkeypatch):
     """Measured once: from GD's state at 1.6e5 steps LSODA took 50000 evaluations without leaving 1.61e6
     (continuation.SEGMENT_EVALS), on the numpy right-hand side, whose rounding noise is above the assumed
-    ``eps t`` floor.  With that floor alone (the measured noise switched off here) the decade is solved again
-    by BDF, and the result still agrees with discrete GD at 1.6e6 within the derived tolerance, on W and
-    every statistic.  With the noise measured (:func:`theory.li2024.continuation.noise_atol`'s ``measured``)
-    LSODA itself finishes on the numpy right-hand side (measured: 597 evaluations to 1.6e7) and agrees; so does
-    the compiled one (:mod:`theory.li2024.flow_kernel`, another order of the same operations)."""
-    from theory.li2024.continuation import _Flow
+    ``eps t`` floor.  With the noise measured (:func:`theory.li2024.continuation.noise_atol`'s ``measured``)
+    LSODA itself finishes on the numpy right-hand side (measured: 597 evaluations to 1.6e7; 682 on another
+    machine) and agrees with discrete GD at 1.6e6 within the derived tolerance, on W and every statistic; so
+    does the compiled one (:mod:`theory.li2024.flow_kernel`, another order of the same operations).
+
+    A stall is then planted, since whether LSODA stalls without the measured noise depends on the machine's
+    rounding (it did not on an AMD EPYC with the same numpy): LSODA's cap cut to 50 evaluations a decade.
+    The decade is solved again by BDF, and the result still agrees with GD within the same tolerance."""
+    from theory.li2024 import continuation
 
     p, an, start = _degenerate_start()
     tau1 = start.final.step
@@ -180,7 +183,7 @@ def test_a_decade_that_stalls_lsoda_is_solved_by_bdf(monkeypatch):
     fast = continue_flow(p, start, 100 * tau1, an, estimate_error=True, checkpoints=steps)
     got = compare(gd, fast, an, 10 * tau1)
     assert fast.final.step == 100 * tau1 and all(a.agrees for a in got), (fast.method, report(got))
-    monkeypatch.setattr(_Flow, "rounding_noise", lambda self, s, y: 0.0)
+    monkeypatch.setattr(continuation, "SEGMENT_EVALS", 50)
     cont = continue_flow(p, start, 100 * tau1, an, estimate_error=True, checkpoints=steps, compiled=False)
     assert "BDF" in cont.method and cont.final.step == 100 * tau1, (cont.method, cont.final.step)
     got = compare(gd, cont, an, 10 * tau1)

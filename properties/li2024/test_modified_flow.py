@@ -138,18 +138,24 @@ def test_what_the_first_order_bound_leaves_undecided_is_decided_through_the_seco
 
 
 @pytest.mark.theorem("Section 5")
-def test_a_trend_the_linear_bound_blurred_is_read_at_first_order():
+def test_a_trend_the_linear_bound_blurred_is_read_through_the_continuation():
     """A square-loss draw of a fresh stress seed whose trend over the last decade, read over every ``W`` within
     the first-order bound solved in its linear form (where that stalled, over its accepted states: ``D`` = 11
-    at 2e11), looked flat (rates [5.87, 6.55] at 2e11 and [6.30, 7.61] at 2e12, γ -0.34); it took the second
-    order to read it.  With the bound solved in ``ln D`` (0.04 at 2e11, 0.7 at 2e12) the first order reads the
-    settled misalignment itself: not aligned by the trend (measured γ = 0.93; nominal rates 6.21, 6.95), which
-    the independent computation (``oracles/flow.py``) confirms."""
+    at 2e11), looked flat (rates [5.87, 6.55] at 2e11 and [6.30, 7.61] at 2e12, γ -0.34).  With the bound
+    solved in ``ln D`` the settled misalignment is read through the continuation: not aligned by the trend
+    (nominal rates 6.21, 6.95), which the independent computation (``oracles/flow.py``) confirms.
+
+    Which order reads it depends on the machine: the bound's forcing carries the right-hand side's *measured*
+    rounding, and that differs between machines with the same numpy (2.4.6).  Measured: ``D`` 0.70 at 2e12
+    on the machine of the session that solved it in ``ln D``, where the first order decides (γ 0.93); 1.39 on
+    an AMD EPYC (AVX2), where the first order's trend within its bound is 0.588, short of the reject line, and
+    the second order decides (γ 0.778)."""
     from theory.li2024.claims import independent_misalignment
 
     p = Problem.load(SQUARE_TREND)
     outcome, why, r = lc.verdict(p, p.replace(head=None, loss="log"))
-    assert outcome == "not aligned" and "trend γ" in why and r["engine"] == "continuation", (why, r["engine"])
+    assert outcome == "not aligned" and "trend γ" in why, why
+    assert r["engine"] in ("continuation", "continuation, second order"), r["engine"]
     confirmed, reading = independent_misalignment(p, r["eta"])
     assert confirmed, reading
 
