@@ -1,6 +1,6 @@
 """A second, independent computation of Section 5's evidence (Li et al. 2024, Section 5; docs/theory.md).
 
-It shares no code with ``theory/`` on purpose, like ``properties/oracle.py``: before the suite reports that GD
+It shares no code with ``theory/`` on purpose, like ``oracles/one_query.py``: before the suite reports that GD
 does *not* align with the Graph-SVM of its pseudo-TPG (a published result failing), a computation that
 imports none of the suite's models, losses, graphs, solvers or integrators must reach the same reading.
 Nothing here is imported from ``theory``, ``strategies`` or ``properties`` (``properties/suite/test_layout.py``

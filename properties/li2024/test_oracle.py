@@ -1,7 +1,7 @@
-"""The suite's targets and Theorem 2's verdict against an independent oracle (properties/oracle.py).
+"""The suite's targets and Theorem 2's verdict against an independent oracle (oracles/one_query.py).
 
 Before the suite tells a user that a published result fails or holds, a computation that shares no code
-with ``theory/`` must agree.  :mod:`properties.oracle` is that computation for tiny one-query problems
+with ``theory/`` must agree.  :mod:`oracles.one_query` is that computation for tiny one-query problems
 (every sequence ends in token 0, orthonormal embeddings, the default head): there ``W`` enters only
 through ``K`` scores and the Graph-SVM, ``W^fin`` and the regularisation path are small problems in
 numpy/scipy.  The properties compare:
@@ -28,7 +28,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from properties import oracle
+from oracles import one_query as oracle
 from properties.judging import not_judged
 from theory.core.problem import Problem
 from theory.li2024.analysis import analyze

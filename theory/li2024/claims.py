@@ -166,7 +166,7 @@ def judge_theorem2(problem, budget_scale: float = 1.0) -> Verdict:
         # A non-convex loss's path is the best certified KKT point of several starts and its W^fin a certified
         # local minimizer of L̃: neither is certified global, which is what the theorem speaks of, so a
         # failure is not claimed (stress seed 1047730951: a square-loss path jumped at t = 16 to another basin
-        # whose S_fin part is 765 from W^fin).  Tiny problems are settled by properties/oracle.py instead.
+        # whose S_fin part is 765 from W^fin).  Tiny problems are settled by oracles/one_query.py instead.
         outcome = Outcome.UNDECIDED
         path_points = judge.extended()[2] if judge.escalated else path
         minima = max((s.certificate.get("local_minima", 1) for s in path_points), default=1)

@@ -131,7 +131,7 @@ class WholeSpace:
     stays bounded and drops out of ``W̄_R/R``.  Where ``L̃`` has no finite minimizer (a bounded loss) nothing
     bounds it: on ``examples/theorem2_exp_no_finite_minimizer.json`` the path's ``S_fin`` part grows like
     the margin (δ ≈ 1.9, 3.9, 7.8, 15.8 at t = 2..16, measured by the suite and by the independent oracle of
-    ``properties/oracle.py``), so ``W̄_R/R`` tends elsewhere while its part off ``S_fin`` is exactly
+    ``oracles/one_query.py``), so ``W̄_R/R`` tends elsewhere while its part off ``S_fin`` is exactly
     ``W^svm``'s direction."""
 
     dim = 0

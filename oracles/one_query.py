@@ -3,7 +3,7 @@
 It shares no code with ``theory/`` on purpose.  Before the suite tells a user that a published theorem
 fails (or holds), a second computation must agree with it, and a second computation that imports the
 first one's graphs, solvers or losses would repeat the first one's mistakes instead of catching them.  So
-nothing here is imported from ``theory``, ``strategies`` or another ``properties`` module: only numpy,
+nothing here is imported from ``theory``, ``strategies`` or ``properties``: only numpy,
 scipy and networkx, and the problem is read from its JSON file (``Problem.to_json()``), not from the
 suite's objects.  The price is generality: the oracle handles only the setting where the whole problem
 collapses to ``K`` numbers, and it says so (:class:`OracleError`) when given anything else.
