@@ -207,6 +207,8 @@ MUTANTS = [
            "theory/li2024/claims.py",
            "    if v.outcome is Outcome.FAILS:  # only where the independent computation reads the same (oracles/theorem1.py)",
            "    if False:"),
+    Mutant("theorem2-fails-unconfirmed", "tpg check reports Theorem 2 failing without the independent computation",
+           "theory/li2024/claims.py", "    if outcome is Outcome.FAILS and convex_case(problem):", "    if False:"),
     Mutant("theorem1-oracle-always-confirms", "the independent reading of Theorem 1 confirms every rejection it is asked about",
            "oracles/theorem1.py", "        confirmed |= both", "        confirmed = True"),
     Mutant("theorem1-oracle-never-confirms", "the independent reading of Theorem 1 confirms no rejection",

@@ -513,3 +513,45 @@ def read_path(q: OneQuery, svm=None, fin: FinitePart | None = None, margins=PATH
     fin_ok = bool(f[-1] <= FIN_OK * scale and (f[-1] <= 1e-9 * scale or f[-1] < f[-2]))
     why += f", finite errors {np.array2string(f, precision=3)}"
     return PathReading(tuple(margins), path, e, es, f, dir_ok, fin_ok, why)
+
+
+
+# Theorem 2's reject lines as this oracle reads them (docs/judging.md, Theorem 2): an error kept at least STALL of
+# its value over the last doubling of the margin does not converge; the direction's must also be above DIR_WRONG
+# (the suite's DIR_MAX), the finite part's above FIN_OK max(1, |v^fin|).
+STALL = 0.9
+DIR_WRONG = 0.2
+
+
+def theorem2_rejections(reading: PathReading, fin: FinitePart) -> dict:
+    """``{"direction": bool, "finite": bool}`` (``finite`` absent without ``W^fin``): whether the certified path
+    rejects each limit (the shifted direction error, or the finite error, kept at least :data:`STALL` of its
+    value over the last doubling of the margin, above its line)."""
+    es = reading.shifted_errors
+    out = {"direction": bool(reading.certified and es[-1] > DIR_WRONG and es[-1] >= STALL * es[-2])}
+    f = reading.finite_errors
+    if f is not None:
+        scale = max(1.0, float(np.linalg.norm(fin.v)))
+        out["finite"] = bool(reading.certified and f[-1] > FIN_OK * scale and f[-1] >= STALL * f[-2])
+    return out
+
+
+def confirm_theorem2(doc: dict, rejected) -> tuple[bool, str]:
+    """Whether this oracle's certified path at margins 2..16 rejects any of the limits named in ``rejected``
+    (``"direction"``, ``"finite"``: the suite's rejections): ``(confirmed, a sentence saying what it read)``.
+    Outside the reduced setting (:class:`OracleError`) nothing is confirmed, and the sentence says why."""
+    try:
+        q = OneQuery.from_json(doc)
+    except OracleError as exc:
+        return False, f"no independent computation confirms it ({exc}: oracles/one_query.py)"
+    try:
+        fin = finite_part(q)
+        reading = read_path(q, fin=fin)
+    except (OracleError, OracleUndecided, np.linalg.LinAlgError) as exc:
+        return False, f"not confirmed: the independent computation (oracles/one_query.py) could not read it ({exc})"
+    rejects = theorem2_rejections(reading, fin)
+    hits = [name for name in rejected if rejects.get(name)]
+    verb = "confirmed" if hits else "not confirmed"
+    return bool(hits), (f"{verb} by the independent computation (oracles/one_query.py) at margins "
+                        f"{', '.join(f'{t:g}' for t in reading.margins)}: {reading.why}"
+                        f"{'' if reading.certified else ' (path not certified)'}")

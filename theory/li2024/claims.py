@@ -162,6 +162,17 @@ def judge_theorem2(problem, budget_scale: float = 1.0) -> Verdict:
     outcomes = (out_d, out_f)
     outcome = (Outcome.FAILS if Outcome.FAILS in outcomes else Outcome.UNDECIDED if Outcome.UNDECIDED in outcomes
                else Outcome.HOLDS)
+    confirmed = None
+    if outcome is Outcome.FAILS and convex_case(problem):
+        # Only where an independent computation reads the same (oracles/one_query.py: tiny one-query problems,
+        # its own path); otherwise undecided, saying so.
+        from oracles import one_query
+
+        rejected = [name for name, out in (("direction", out_d), ("finite", out_f)) if out is Outcome.FAILS]
+        confirmed, said = one_query.confirm_theorem2(problem.to_json(), rejected)
+        why_f = f"{why_f}; {said}"
+        if not confirmed:
+            outcome = Outcome.UNDECIDED
     if outcome is Outcome.FAILS and not convex_case(problem):
         # A non-convex loss's path is the best certified KKT point of several starts and its W^fin a certified
         # local minimizer of L̃: neither is certified global, which is what the theorem speaks of, so a
@@ -172,8 +183,9 @@ def judge_theorem2(problem, budget_scale: float = 1.0) -> Verdict:
         minima = max((s.certificate.get("local_minima", 1) for s in path_points), default=1)
         why_d = (f"not confirmed: the loss is not convex, so the path (best of several certified starts; "
                  f"{minima} distinct local minima on one sphere) and W^fin are certified local optima only; {why_d}")
+    extra = {} if confirmed is None else {"independently_confirmed": confirmed}
     return Verdict(outcome, {"direction": out_d.value, "finite": out_f.value, "last_radius": float(radii[-1]),
-                             "escalated": judge.escalated},
+                             "escalated": judge.escalated, **extra},
                    budget=len(judge.extended()[1]) if judge.escalated else len(radii),
                    reason_text=f"direction: {why_d}; finite part: {why_f}")
 
