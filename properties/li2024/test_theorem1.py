@@ -56,6 +56,17 @@ def stalled(traj, at):
                                       for c in traj.checkpoints])
 
 
+def _final_replay() -> bool:
+    """Whether this is the example Hypothesis reports (its final replay), or no Hypothesis test at all."""
+    from hypothesis.control import current_build_context
+    from hypothesis.errors import InvalidArgument
+
+    try:
+        return bool(current_build_context().is_final)
+    except InvalidArgument:
+        return True
+
+
 def judge_or_count(verdict, problem, what: str, *, eta: float | None = None, W0=None) -> None:
     """Holds: passes; fails: the assertion, with the verdict, the independent computation's reading of it
     (where ``eta`` is given: :func:`properties.li2024.runs.independent_theorem1`) and the problem file;
@@ -63,7 +74,8 @@ def judge_or_count(verdict, problem, what: str, *, eta: float | None = None, W0=
     bounds how often)."""
     if verdict.outcome is criteria.Outcome.UNDECIDED:
         not_judged("undecided at the maximum budget")
-    if verdict.outcome is criteria.Outcome.FAILS and eta is not None:
+    if verdict.outcome is criteria.Outcome.FAILS and eta is not None and _final_replay():
+        # seconds a reading: only on the example Hypothesis reports, not on every failing one it shrinks through
         what = f"{what} ({independent_theorem1(problem, verdict, eta, W0)})"
     assert_verdict(verdict, problem, what)
 

@@ -140,3 +140,25 @@ def _eta(problem) -> float:
     from theory.li2024.losses import safe_step
 
     return safe_step(problem)
+
+
+@pytest.mark.theorem("Theorem 1")
+def test_a_failing_theorem1_property_says_what_the_oracle_reads(monkeypatch):
+    """The Theorem 1 properties' failure message carries the independent reading
+    (:func:`properties.li2024.runs.independent_theorem1`): on a decision that rejects a planted ``W^svm`` it says
+    the rejection is not confirmed, naming the statistic and the oracle's numbers."""
+    from properties.li2024.runs import independent_theorem1
+    from theory.li2024 import analysis as module
+    from theory.li2024 import criteria
+    from theory.li2024.continuation import Escalation
+    from theory.li2024.training import train
+
+    p = Problem.load("examples/theorem1_finite_error_crossing.json")
+    _planted_analysis(monkeypatch, "svm")
+    an = module.analyze(p)
+    eta = _eta(p)
+    traj = train(p, criteria.run_budget(an, eta, np.zeros((p.d, p.d)))[0], eta, analysis=an)
+    v = criteria.theorem1_decide(traj, an, Escalation(p, an, horizon=10**9))[0]
+    assert v.outcome is Outcome.FAILS, v
+    said = independent_theorem1(p, v, eta)
+    assert said.startswith("not confirmed by the independent computation") and "direction: not rejected" in said, said
