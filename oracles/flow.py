@@ -178,6 +178,15 @@ def pseudo_edges(model: Model, W: np.ndarray) -> tuple[frozenset, int]:
     return frozenset(edges), amb
 
 
+def components(edges: frozenset) -> dict:
+    """Per query ``k``, ``{token: SCC index}`` of the graph ``G^(k)`` of ``edges`` (``{(k, i, j)}``)."""
+    out = {}
+    for k in sorted({e[0] for e in edges}):
+        g = nx.DiGraph([(i, j) for kk, i, j in edges if kk == k])
+        out[k] = {v: c for c, scc in enumerate(nx.strongly_connected_components(g)) for v in scc}
+    return out
+
+
 def graph_svm(model: Model, edges: frozenset) -> np.ndarray:
     """``argmin ||W||_F`` s.t. ``(e_i - e_j)^T W e_k = 0`` within an SCC of ``G^(k)`` and ``>= 1`` along an edge
     across SCCs (THEORY's definition), in cvxpy with Clarabel; the answer is re-verified."""
@@ -185,12 +194,10 @@ def graph_svm(model: Model, edges: frozenset) -> np.ndarray:
 
     E = model.E
     rows_eq, rows_ge = [], []
-    for k in sorted({e[0] for e in edges}):
-        g = nx.DiGraph([(i, j) for kk, i, j in edges if kk == k])
-        comp = {v: c for c, scc in enumerate(nx.strongly_connected_components(g)) for v in scc}
-        for i, j in g.edges:
-            r = np.outer(E[i] - E[j], E[k])
-            (rows_eq if comp[i] == comp[j] else rows_ge).append(r)
+    comps = components(edges)
+    for k, i, j in sorted(edges):
+        r = np.outer(E[i] - E[j], E[k])
+        (rows_eq if comps[k][i] == comps[k][j] else rows_ge).append(r)
     if not rows_ge:
         return np.zeros((model.d, model.d))
     W = cp.Variable((model.d, model.d))

@@ -38,7 +38,7 @@ import numpy as np
 from scipy.linalg import orth
 from scipy.optimize import minimize
 
-from oracles.flow import FlowOracleError, Model, graph_svm, trajectory
+from oracles.flow import FlowOracleError, Model, components, graph_svm, trajectory
 
 # The reject lines of Theorem 1's four statistics (docs/judging.md), restated as numbers.
 DIRECTION_RATE, TREND_FAIL = 3.0, 0.65
@@ -69,15 +69,6 @@ def tpg_edges(model: Model) -> frozenset:
     """``{(k, y, x)}``: the token-priority graphs' edges, ``y -> x`` for every token ``x != y`` of a sample with
     query ``k`` and label ``y`` (THEORY's definition; the query itself included)."""
     return frozenset((s[-1], int(y), int(x)) for s, y in zip(model.seqs, model.labels) for x in set(s) if x != y)
-
-
-def components(edges: frozenset) -> dict:
-    """Per query ``k``, ``{token: SCC index}`` of ``G^(k)``."""
-    out = {}
-    for k in sorted({e[0] for e in edges}):
-        g = nx.DiGraph([(i, j) for kk, i, j in edges if kk == k])
-        out[k] = {v: c for c, scc in enumerate(nx.strongly_connected_components(g)) for v in scc}
-    return out
 
 
 def _restricted(model: Model, comps: dict) -> Model:
@@ -153,8 +144,9 @@ def top_scc_mass(model: Model, W: np.ndarray, comps: dict) -> float:
 
 @dataclass(frozen=True)
 class Statistics:
-    """The oracle's four readings at one budget (``steps``): ``ratio`` (growth), ``rate`` and ``gamma``
-    (direction; ``gamma`` NaN without the budget before), ``fin``/``fin_prev`` (finite), ``leak``/``leak_prev``."""
+    """The oracle's four readings at one budget (``steps``): ``gain`` and ``ratio`` (growth), ``rate``,
+    ``log_time`` and ``gamma`` (direction; ``gamma`` NaN without the budget before), ``fin``/``fin_prev``
+    (finite), ``leak``/``leak_prev``."""
 
     steps: int
     gain: float
@@ -166,6 +158,7 @@ class Statistics:
     fin_prev: float
     leak: float
     leak_prev: float
+    fin_scale: float = 1.0  # max(1, ||W^fin||): the finite error's bound is FINITE_MAX times it
 
     def rejected(self, prev: "Statistics | None", name: str, *, relax: float = 0.0) -> bool:
         """Whether ``name`` lies in its reject zone here (``prev``: the reading a decade before)."""
@@ -179,14 +172,11 @@ class Statistics:
             if np.isnan(self.fin) or self.steps < relax:
                 return False
             return ((self.fin > FINITE_FLOOR and self.fin >= FINITE_STALL * self.fin_prev)
-                    or (self.fin > FINITE_MAX * self._fin_scale and self.fin > FINITE_DECAY * self.fin_prev))
+                    or (self.fin > FINITE_MAX * self.fin_scale and self.fin > FINITE_DECAY * self.fin_prev))
         if name == "leak":
             return (self.leak > self.leak_prev + 1e-12
                     or (1 - self.leak < MASS_MIN and self.leak >= FINITE_STALL * self.leak_prev))
         raise ValueError(f"unknown statistic {name!r} (one of {', '.join(STATISTICS)})")
-
-    _fin_scale: float = 1.0
-
 
 def _distance(ratio: float) -> float:
     return abs(float(np.log(ratio))) if 0 < ratio < float("inf") else float("inf")
