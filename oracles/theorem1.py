@@ -62,6 +62,7 @@ class Targets:
     basis: np.ndarray
     lam: float
     comps: dict
+    edges: frozenset = frozenset()  # the TPGs' edges {(k, y, x)} they were computed from
     fin_why: str = ""
 
 
@@ -102,9 +103,9 @@ def targets(model: Model) -> Targets:
     gens = [np.outer(E[i] - E[j], E[k]).ravel() for k, i, j in edges if comps[k][i] == comps[k][j]]
     basis = orth(np.array(gens).T) if gens else np.zeros((d * d, 0))
     if basis.shape[1] == 0:
-        return Targets(svm, np.zeros((d, d)), basis, float("inf"), comps)
+        return Targets(svm, np.zeros((d, d)), basis, float("inf"), comps, edges)
     if model.loss != "log":  # Theorem 1's W^fin is the log loss's (THEORY: L̃ and W^fin belong to the loss)
-        return Targets(svm, None, basis, 0.0, comps, f"W^fin is computed here for the log loss, not {model.loss}")
+        return Targets(svm, None, basis, 0.0, comps, edges, f"W^fin is computed here for the log loss, not {model.loss}")
     tilde = _restricted(model, comps)
 
     def fg(z):
@@ -123,11 +124,11 @@ def targets(model: Model) -> Targets:
     fin = (basis @ z).reshape(d, d)
     scale = max(1.0, float(np.linalg.norm(fin)))
     if not np.all(np.isfinite(fin)):
-        return Targets(svm, None, basis, lam, comps, "the minimisation of L̃ diverged")
+        return Targets(svm, None, basis, lam, comps, edges, "the minimisation of L̃ diverged")
     if not lam > 0 or float(np.linalg.norm(g)) / lam > FIN_TOL * scale:
-        return Targets(svm, None, basis, lam, comps,
+        return Targets(svm, None, basis, lam, comps, edges,
                        f"W^fin not certified: |∇L̃| = {np.linalg.norm(g):.2g}, least curvature {lam:.2g}")
-    return Targets(svm, fin, basis, lam, comps)
+    return Targets(svm, fin, basis, lam, comps, edges)
 
 
 def top_scc_mass(model: Model, W: np.ndarray, comps: dict) -> float:
@@ -217,7 +218,7 @@ def read(doc: dict, eta: float, budget: int, *, first: int = 20_000, W0=None) ->
     # τ₀ = e^{g₀} ||W^svm||² / η, g₀ the start's worst score gap against a ⇒ edge (undoing it costs e^{g₀} time)
     E = model.E
     W_start = np.zeros((model.d, model.d)) if W0 is None else np.asarray(W0, dtype=float)
-    gap = max([0.0] + [-float((E[i] - E[j]) @ W_start @ E[k]) for k, i, j in tpg_edges(model)
+    gap = max([0.0] + [-float((E[i] - E[j]) @ W_start @ E[k]) for k, i, j in tg.edges
                        if tg.comps[k][i] != tg.comps[k][j]])
     tau0 = np.exp(gap) * n**2 / eta
     out = []
@@ -337,7 +338,6 @@ def confirm_automaton(doc: dict, eta: float, budget: int, rejected, *, first: in
     try:
         model = Model({**doc, "loss": doc.get("loss", "log")})
         tg = targets(model)
-        edges = tpg_edges(model)
         points = sorted({int(budget // 10**e) for e in range(3)} - {0})
         W = dict(zip(points, trajectory(model, eta, points, first=first)))
     except (FlowOracleError, ValueError, np.linalg.LinAlgError) as exc:
@@ -346,7 +346,7 @@ def confirm_automaton(doc: dict, eta: float, budget: int, rejected, *, first: in
         return False, f"not confirmed by the independent computation (oracles/theorem1.py): no decade before {budget}"
 
     def error(kind, ctx, Wb):
-        top = top_tokens(edges, ctx)
+        top = top_tokens(tg.edges, ctx)
         a = context_attention(model.E, Wb, ctx)
         inside = sum(a[t] for t in top)
         if kind == "leak":

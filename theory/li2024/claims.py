@@ -111,6 +111,12 @@ def _confirmed_theorem1(problem, v: Verdict, eta: float, *, finite_limit: bool =
     else:
         rejected = [s.name for s in v.statistics if s.zone == REJECT]
         confirmed, said = oracle.confirm(problem.to_json(), eta, v.budget, rejected)
+    return _as_confirmed(v, confirmed, said)
+
+
+def _as_confirmed(v: Verdict, confirmed: bool, said: str) -> Verdict:
+    """A failing ``v`` as the independent computation left it: "fails" where it confirmed the rejection,
+    undecided otherwise, its reading appended to the reason (measure ``independently_confirmed``)."""
     return dataclasses.replace(v, outcome=Outcome.FAILS if confirmed else Outcome.UNDECIDED,
                                measures={**v.measures, "independently_confirmed": confirmed},
                                reason_text=f"{v.reason}; {said}")
@@ -224,9 +230,7 @@ def judge_automaton(problem, budget_scale: float = 1.0) -> Verdict:
 
         confirmed, said = oracle.confirm_automaton(problem.to_json(), eta, v.budget,
                                                    [s.name for s in v.statistics if s.zone == REJECT])
-        v = dataclasses.replace(v, outcome=Outcome.FAILS if confirmed else Outcome.UNDECIDED,
-                                measures={**v.measures, "independently_confirmed": confirmed},
-                                reason_text=f"{v.reason}; {said}")
+        v = _as_confirmed(v, confirmed, said)
     return v
 
 
