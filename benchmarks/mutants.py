@@ -154,9 +154,10 @@ MUTANTS = [
            "D[j] = D[j - 1] * g + 0.25 * h * (be[i] * g + be[k])"),
     Mutant("bound-nodes-no-error-estimate", "the bound over the accepted states drops its own error estimate",
            "theory/li2024/continuation.py", "np.maximum(fine, rough) + np.abs(fine - rough)", "fine"),
-    Mutant("section5-trend-from-first", "a failed Section 5 verdict's trend is read against its first budget",
-           "theory/li2024/local_convergence.py", "first = next(q for n, _, q, *_ in history if n > since)",
-           "first = next(q for n, _, q, *_ in history)"),
+    Mutant("section5-trend-from-first", "a failed Section 5 verdict's trend is read from its first settled budget, "
+           "not over the last decade", "theory/li2024/local_convergence.py",
+           "    top, prior = ladder[-1], (ladder[-2] if len(ladder) > 1 else None)",
+           "    top, prior = ladder[-1], next((b for b in ladder if b in settled_rates and b < ladder[-1]), None)"),
     Mutant("section5-no-rerun-from-gd", "Section 5 never re-runs GD where the bound was too wide within its reach",
            "theory/li2024/local_convergence.py", "    if state in BOUND_LIMITED and limited:",
            "    if False:"),
