@@ -201,24 +201,24 @@ def _factor_gradients(E, G, EK, EQ, T, GK, GQ):
     wait on one serial chain of additions per entry.  Measured on ``examples/li_cyclic_trial0.json`` (K = 6,
     d = m = 8, best of 7): this step 1.0-1.8 µs -> 0.64-0.75 µs, :func:`_gradient_norm` 0.5-1.0 µs -> 0.34 µs;
     a whole step 2.9-3.7 µs -> 2.4-3.2 µs, the same iterates bit for bit (benchmarks/RESULTS.md)."""
-    K, d = E.shape
-    m = EK.shape[1]
+    _score_times(G, EQ, T, False)
+    _transpose_times(E, T, GK)
+    _score_times(G, EK, T, True)
+    _transpose_times(E, T, GQ)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _score_times(G, X, out, transpose):
+    """``out = G X``, or ``G^T X`` when ``transpose`` (K x m), each entry summed over the tokens in order."""
+    K = G.shape[0]
+    m = X.shape[1]
     for j in range(K):
         for r in range(m):
-            T[j, r] = 0.0
+            out[j, r] = 0.0
         for k in range(K):
-            g = G[j, k]
+            g = G[k, j] if transpose else G[j, k]
             for r in range(m):
-                T[j, r] += g * EQ[k, r]
-    _transpose_times(E, T, GK)
-    for k in range(K):
-        for r in range(m):
-            T[k, r] = 0.0
-        for j in range(K):
-            g = G[j, k]
-            for r in range(m):
-                T[k, r] += g * EK[j, r]
-    _transpose_times(E, T, GQ)
+                out[j, r] += g * X[k, r]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
