@@ -401,6 +401,38 @@ def test_saturated_square_loss_path_is_certified():
 
 
 @pytest.mark.theorem("Theorem 2")
+def test_a_radius_no_capped_start_certifies_is_solved_again_at_full_effort(monkeypatch):
+    """The capped SLSQP only finds basins (``regpath.SLSQP_MAXITER``); where no start of a non-convex path's
+    radius certifies, the same seeds are solved again at ``SLSQP_FULL`` before the path gives up (measured:
+    1 drawn square-loss path of 60 needed it, benchmarks/slsqp_cap.py).  Planted here on the exp-loss example:
+    the certificate refuses every capped start of the first radius.  The path must still certify, through
+    solves at full effort from the same number of seeds; without the second pass it would fall to the
+    last-resort single start, and with neither it would raise."""
+    import theory.li2024.regpath as rp
+
+    p = Problem.load("examples/theorem2_exp_loss.json")
+    assert not convex_case(p), "the case is about a non-convex path"
+    calls, refused = [], []
+    real_slsqp, real_certify = rp._slsqp, rp.certify
+
+    def slsqp(f, theta0, R, maxiter=None):
+        calls.append(maxiter)
+        return real_slsqp(f, theta0, R, maxiter)
+
+    def certify_(W, *args, **kw):
+        if len(refused) < 1 + rp.RANDOM_STARTS + 1 and rp.SLSQP_FULL not in calls:
+            refused.append(W)
+            raise SolverError("planted: the capped starts do not certify")
+        return real_certify(W, *args, **kw)
+
+    monkeypatch.setattr(rp, "_slsqp", slsqp)
+    monkeypatch.setattr(rp, "certify", certify_)
+    path = regularization_path(p, [1.0, 2.0])
+    assert len(path) == 2 and path[0].certificate["solver"].startswith("slsqp (local"), path[0].certificate
+    assert calls.count(rp.SLSQP_FULL) == len(refused) == 2 + rp.RANDOM_STARTS - 1, (calls, len(refused))
+
+
+@pytest.mark.theorem("Theorem 2")
 @settings(deadline=None, max_examples=scaled(6))
 @given(dp=drawn_problems(structures=NONZERO_SVM, embedding_kinds=st.sampled_from(["orthonormal", "gaussian"]),
                          d_extra=st.integers(0, 1)), scale=st.floats(0.2, 1.0))

@@ -341,6 +341,8 @@ RANDOM_STARTS = 4
 # 1 was at float64's rounding level both ways, and 1 square-loss path certified at 500 but not at 100.  So a
 # radius where no start certifies is solved again from the same seeds at SLSQP_FULL (the former effort)
 # before anything is concluded; with that, 60 of 60 have the former outcome and points, in 67 s, not 187 s.
+# (That path sits at float64's edge at its last radius: its copy rounded to 8 digits is at the rounding level
+# at either effort; the second pass is tested on a planted refusal, properties/li2024/test_theorem2.py.)
 SLSQP_MAXITER, SLSQP_FULL = 100, 500
 
 
