@@ -493,6 +493,40 @@ def position_error_bound(f: _Objective, theta: np.ndarray, cert: dict) -> float:
     return (resid + floor) / lam if lam > 0 else float("inf")
 
 
+def _best_start(f: _Objective, basis, starts, R: float, floor, certify_at, convex: bool, first: str | None):
+    """``(chosen, rounding, certified_losses, failures)`` over the ``starts`` of radius ``R``, each polished
+    (:func:`_polish`) and certified (``certify_at(W)``): for a convex loss the first that certifies, else the
+    certified one of least loss; ``chosen = (θ, polish steps, certificate, W, solver)`` or None, ``rounding``
+    the first :class:`RoundingLevel` met (raised at once when convex), ``failures`` the other refusals.
+    ``first``: the solver that produced ``starts[0]`` when it is not the warm start (``"clarabel"``)."""
+    failures, chosen, rounding, certified_losses = [], None, None, []
+    for i, th in enumerate(starts):
+        th, used = _polish(f, th, R, floor=floor)
+        W = basis.compose(th)
+        try:
+            cert = certify_at(W)
+        except RoundingLevel as exc:
+            # Polished down to the float64 floor: the optimum is not certifiable in float64 whichever start
+            # reaches it.  Say so now (the caller counts it as not certifiable) rather than spend the polish
+            # budget of every other start on the same verdict.  (A non-convex loss's other starts may reach
+            # other points: they are still tried.)
+            if convex:
+                raise
+            rounding = rounding or exc
+            continue
+        except SolverError as exc:
+            failures.append(str(exc))
+            continue
+        solver = (first if i == 0 and first else "newton continuation from the previous radius" if convex else
+                  f"slsqp (local, least loss of {len(starts)} starts)")
+        if chosen is None or cert["loss"] < chosen[2]["loss"]:
+            chosen = (th, used, cert, W, solver)
+        if convex:
+            break
+        certified_losses.append(cert["loss"])
+    return chosen, rounding, certified_losses, failures
+
+
 def regularization_path(problem: Problem, radii, name: str = "problem",
                         resume: RegPathSolution | None = None) -> list[RegPathSolution]:
     """Certified ``W̄_R`` for each R in ``radii`` (sorted increasing; warm-started along the path).
@@ -545,41 +579,17 @@ def regularization_path(problem: Problem, radii, name: str = "problem",
         def floor(th, R=R):
             return rounding_floor(basis.compose(th), problem, R, data, beta)
 
-        def pick(starts, R=R, note=note):
-            """``(chosen, rounding, certified_losses, failures)`` over the polished ``starts``."""
-            failures, chosen, rounding, certified_losses = [], None, None, []
-            for i, th in enumerate(starts):
-                th, used = _polish(f, th, R, floor=floor)
-                W = basis.compose(th)
-                try:
-                    cert = certify(W, problem, R, name, data, g0, interior)
-                except RoundingLevel as exc:
-                    # Polished down to the float64 floor: the optimum is not certifiable in float64 whichever
-                    # start reaches it.  Say so now (the caller counts it as not certifiable) rather than
-                    # spend the polish budget of every other start on the same verdict.  (A non-convex loss's
-                    # other starts may reach other points: they are still tried.)
-                    if convex:
-                        raise
-                    rounding = rounding or exc
-                    continue
-                except SolverError as exc:
-                    failures.append(str(exc))
-                    continue
-                solver = ("clarabel" if i == 0 and convex and note["clarabel_status"] == conic.OPTIMAL else
-                          "newton continuation from the previous radius" if convex else
-                          f"slsqp (local, least loss of {len(starts)} starts)")
-                if chosen is None or cert["loss"] < chosen[2]["loss"]:
-                    chosen = (th, used, cert, W, solver)
-                if convex:
-                    break
-                certified_losses.append(cert["loss"])
-            return chosen, rounding, certified_losses, failures
+        def certify_at(W, R=R):
+            return certify(W, problem, R, name, data, g0, interior)
 
-        chosen, rounding, certified_losses, failures = pick(starts)
+        first = "clarabel" if convex and note["clarabel_status"] == conic.OPTIMAL else None
+        chosen, rounding, certified_losses, failures = _best_start(f, basis, starts, R, floor, certify_at, convex,
+                                                                   first)
         if chosen is None and not convex:
             # The capped SLSQP left no start certifiable (1 path of 60 measured): the same seeds at full effort.
-            chosen, rounding, certified_losses, failures = pick(
-                [_slsqp(f, th0, R, maxiter=SLSQP_FULL) for th0 in seeds])
+            chosen, rounding, certified_losses, failures = _best_start(
+                f, basis, [_slsqp(f, th0, R, maxiter=SLSQP_FULL) for th0 in seeds], R, floor, certify_at, convex,
+                first)
         if chosen is None:
             if rounding is not None:
                 raise rounding
@@ -588,7 +598,7 @@ def regularization_path(problem: Problem, radii, name: str = "problem",
             th, used = _polish(f, _slsqp(f, _descent_start(f, R), R), R, floor=floor)
             W = basis.compose(th)
             try:
-                cert = certify(W, problem, R, name, data, g0, interior)
+                cert = certify_at(W)
             except RoundingLevel:
                 raise
             except SolverError:
