@@ -200,7 +200,8 @@ def _factor_gradients(E, G, EK, EQ, T, GK, GQ):
     loop's value, no fast-math reassociation), but a row's entries are independent, so the loop does not
     wait on one serial chain of additions per entry.  Measured on ``examples/li_cyclic_trial0.json`` (K = 6,
     d = m = 8, best of 7): this step 1.0-1.8 µs -> 0.64-0.75 µs, :func:`_gradient_norm` 0.5-1.0 µs -> 0.34 µs;
-    a whole step 2.9-3.7 µs -> 2.4-3.2 µs, the same iterates bit for bit (benchmarks/RESULTS.md)."""
+    a whole step, both engines interleaved, best of 8 runs of 2e5 steps: 2.49 -> 2.12 µs (log), 3.09 -> 2.27
+    (exp), 2.59 -> 2.06 (square), the same iterates bit for bit (benchmarks/RESULTS.md)."""
     _score_times(G, EQ, T, False)
     _transpose_times(E, T, GK)
     _score_times(G, EK, T, True)
