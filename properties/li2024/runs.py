@@ -179,3 +179,21 @@ def distances_to_gd(gd, cont) -> dict:
 def over_bound(distances: dict, bounds: dict) -> float:
     """The largest distance over its bound (a zero bound: 0 for a zero distance, else infinite)."""
     return max(d / bounds[k] if bounds[k] > 0 else (0.0 if d == 0 else float("inf")) for k, d in distances.items())
+
+
+def bounds_by(cont, which: str) -> dict:
+    """``{step: δ}`` at every continued checkpoint of a run continued with ``shadow=True``, with one of its two
+    bounds in place of their minimum: ``which`` is ``"gronwall_bound"`` or ``"shadowing_bound"``."""
+    from theory.li2024.provenance import deviation, engine_of
+
+    return {c.step: deviation(c) - c.gd_deviation_bound + getattr(c, which)
+            for c in cont.checkpoints if engine_of(c) != "gd"}
+
+
+def without_path_bound(monkeypatch) -> None:
+    """Section 5's continuation without its bound on GD's distance from the flow's path
+    (:mod:`theory.li2024.shadowing`): what the ladder decides with Grönwall's bound and the second order only."""
+    from theory.li2024 import local_continuation as lcont
+
+    continued = lcont.continued
+    monkeypatch.setattr(lcont, "continued", lambda *a, shadow=False, **k: continued(*a, **k))

@@ -87,6 +87,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from theory.core.problem import Problem
+from theory.li2024 import shadowing
 from theory.li2024.analysis import Analysis
 from theory.li2024.curvature import MovementSpace, query_hessians
 from theory.li2024.curvature_kernel import nonconvex_rhs
@@ -150,6 +151,10 @@ class ContinuationCheckpoint(Checkpoint):
     # D̃ and the estimated integration error summed to 2.6e-8 and GD's own rounding is below 3e-10 (a solve at
     # rtol 1e-12 is within that of it); the floor there, ||E||² sqrt(n) eps t, is 1.6e-7.
     rounding_floor: float = 0.0
+    # Where the shadowing bound was integrated (continue_flow's shadow): Grönwall's D and D⊥ + |σ| V
+    # (theory.li2024.shadowing); gd_deviation_bound is the smaller.
+    gronwall_bound: float | None = None
+    shadowing_bound: float | None = None
 
 
 @dataclass
@@ -204,6 +209,8 @@ class _Flow:
         # of s at the start s0 of the current decade, set by _solve, in Frobenius units of W per entry of B.
         self.to_W = float(np.linalg.norm(self.E, 2) ** 2 * np.sqrt(self.n))
         self.noise_s0, self.noise_at_s0 = 0.0, 0.0
+        # (D⊥, σ, C) at the current decade's start when the path bound is integrated (continue_flow's shadow)
+        self.shadowing = None
 
     def scores(self, y):
         A = self.A1.copy()
@@ -342,10 +349,12 @@ class _Flow:
 class _Solution:
     """The states at the requested points of a segmented solve, and its cost."""
 
-    def __init__(self, y, nfev, njev, methods=METHOD, stopped=None, floor=None):
+    def __init__(self, y, nfev, njev, methods=METHOD, stopped=None, floor=None, shadowing=None):
         self.y, self.nfev, self.njev, self.methods, self.stopped = y, nfev, njev, methods, stopped
         # the absolute tolerance on B (noise_atol) of the decade that holds each point
         self.floor = np.zeros(y.shape[1]) if floor is None else floor
+        # the bound on GD's distance from the flow's path with a time shift (theory.li2024.shadowing), or None
+        self.shadowing = shadowing
 
 
 def gd_rounding_per_step(problem: Problem, wmax: float) -> float:
@@ -525,8 +534,9 @@ def _decade(flow: _Flow, a: float, b: float, y: np.ndarray, at: np.ndarray, meth
     flow.segment_start = flow.evals
     flow.segment_limit = flow.evals + (flow.fallback_evals if method == FALLBACK else SEGMENT_EVALS)
     # No dense output of every step is needed where D is integrated inside the solve (it cost a quarter of
-    # LSODA's per-step time), only the interpolant of the steps that hold an output point.
-    dense = bound == "nodes"
+    # LSODA's per-step time), only the interpolant of the steps that hold an output point; the shadowing bound
+    # (theory.li2024.shadowing) is a quadrature over the accepted states, as the "nodes" stage's D is.
+    dense = bound == "nodes" or flow.shadowing is not None
     system = None if flow.convex else _LogBound(flow)
     fun, jac, y0 = (flow.rhs, flow.jac, y) if system is None else (system.rhs, system.jac, system.state(a, y))
     try:
@@ -540,8 +550,12 @@ def _decade(flow: _Flow, a: float, b: float, y: np.ndarray, at: np.ndarray, meth
         with np.errstate(over="ignore"):
             sol.y[-1] = np.exp(sol.y[-1])
     used = 0
-    if dense:
+    if bound == "nodes":
         sol.y[-1], used = _bound(flow, sol.sol, float(y[-1]), at)
+    if flow.shadowing is not None:
+        ts = np.asarray(sol.sol.ts, dtype=float)
+        sol.shadowing, flow.shadowing_end = shadowing.shadow(flow, ts, sol.sol(ts), flow.shadowing, at)
+        used += 2 * len(ts)
     return sol, used
 
 
@@ -560,6 +574,7 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
     y = np.zeros(flow.n + 1)
     out = np.empty((flow.n + 1, len(s_eval)))
     floor = np.zeros(len(s_eval))
+    shadowed = np.full(len(s_eval), np.inf) if flow.shadowing is not None else None
     nfev = njev = 0
     last = float(s_eval[-1])
     ends = [b for b in np.arange(s1 + np.log(10.0), last, np.log(10.0)) if b < last - 1e-6] + [last]
@@ -601,15 +616,19 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
                 raise FloatingPointError(stopped)
             flow.segment_limit = MAX_EVALS
             return _Solution(out[:, :done], nfev, njev, "+".join(methods),
-                             f"{stopped}, in the decade to {np.exp(b) / flow.eta:.1e} steps-equivalent", floor[:done])
+                             f"{stopped}, in the decade to {np.exp(b) / flow.eta:.1e} steps-equivalent", floor[:done],
+                             None if shadowed is None else shadowed[:done])
         out[:, done:done + len(pts)] = sol.y[:, :len(pts)]
         floor[done:done + len(pts)] = noise_atol(float(np.exp(b)), atol, measured)
+        if shadowed is not None:
+            shadowed[done:done + len(pts)] = sol.shadowing[:len(pts)]
+            flow.shadowing = flow.shadowing_end
         done += len(pts)
         y = sol.y[:, -1]
         nfev, njev = nfev + int(sol.nfev) + used, njev + int(sol.njev)
         a = b
     flow.segment_limit = MAX_EVALS
-    return _Solution(out, nfev, njev, "+".join(methods), floor=floor)
+    return _Solution(out, nfev, njev, "+".join(methods), floor=floor, shadowing=shadowed)
 
 
 def _stage_name(stage) -> str:
@@ -620,7 +639,7 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
                   method: str = METHOD, rtol: float = RTOL, atol: float = ATOL, estimate_error: bool = False,
                   checkpoints=None, sign: float = 1.0, time_scale: float = 1.0,
                   compiled: bool = True, partial: bool = False, order: int = 1,
-                  correction: float = CORRECTION) -> ContinuedTrajectory:
+                  correction: float = CORRECTION, shadow: bool = False) -> ContinuedTrajectory:
     """``traj`` (plain GD on ``problem``) continued to ``steps`` steps-equivalent by the gradient flow in log time.
 
     Parameters
@@ -653,6 +672,11 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
         stays small through a late change of selection where ``D`` does not.
     correction : float
         The modified equation's coefficient (1/2); another value is a planted defect, for the property only.
+    shadow : bool
+        Also bound GD's distance from the flow's *path* (:mod:`theory.li2024.shadowing`: Grönwall's factor on the
+        path's normal space and a time shift), and report the smaller of the two bounds as
+        ``gd_deviation_bound`` (each kept as ``gronwall_bound`` and ``shadowing_bound``).  First order, non-convex
+        loss only; it costs a quadrature over the solve's accepted states.
     partial : bool
         Where the integrator fails in a later decade (it stalls at every stage, or the state becomes
         non-finite), return the checkpoints of the decades completed before it, with ``stopped`` saying why,
@@ -683,6 +707,10 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
     if order not in (1, 2):
         raise ValueError(f"continuation: order is 1 (the gradient flow) or 2 (GD's modified equation), not {order!r}")
     flow = _Flow(problem, traj.final.W, eta, sign, compiled, order, correction)
+    if shadow:
+        if order != 1 or flow.convex:
+            raise ValueError("continuation: the shadowing bound is the first-order, non-convex flow's")
+        flow.shadowing = (0.0, 0.0, 0.0)
     t1 = eta * tau1
     s1 = float(np.log(t1))
     s_eval = np.log(t1 + time_scale * eta * (later.astype(float) - tau1))
@@ -692,6 +720,7 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
     stopped, reached = sol.stopped, sol.y.shape[1]
     fine = None
     if estimate_error and reached:
+        flow.shadowing = None  # the second solve estimates B's error only
         fine = _solve(flow, s1, s_eval[:reached], method, rtol / 100, atol / 100, partial)
         nfev += int(fine.nfev)
         njev += int(fine.njev)
@@ -716,9 +745,12 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
         err = None
         if fine is not None:
             err = float(np.linalg.norm(E.T @ (flow.full_B(fine.y[:, j]) - B) @ E))
+        D = float(y[flow.n])
+        shadowed = None if sol.shadowing is None else float(sol.shadowing[j])
         out.append(ContinuationCheckpoint(int(tau), W, float(L), norm, corr, fe, coef, fit, mass,
                                           float(np.linalg.norm(E.T @ G @ E)), engine="continuation",
-                                          gd_deviation_bound=float(y[flow.n]), integration_error=err,
+                                          gd_deviation_bound=D if shadowed is None else min(D, shadowed),
+                                          gronwall_bound=D, shadowing_bound=shadowed, integration_error=err,
                                           gd_rounding=float((tau - tau1) * gd_rounding_per_step(problem, wmax)),
                                           rounding_floor=float(floor_scale * sol.floor[j])))
     base.checkpoints += out

@@ -435,10 +435,15 @@ def _state(m: dict, ps, eta: float, b: int) -> str | None:
     return None
 
 
-def _engine(c, order: int) -> str:
+def _engine(c, order: int, shadow: bool = False) -> str:
     """The engine of checkpoint ``c`` as a verdict's trail names it."""
     e = engine_of(c)
-    return f"{e}, second order" if e == "continuation" and order == 2 else e
+    if e != "continuation":
+        return e
+    if order == 2:
+        return f"{e}, second order"
+    path = shadow and getattr(c, "gronwall_bound", None) is not None and c.gd_deviation_bound < c.gronwall_bound
+    return f"{e}, path bound" if path else e
 
 
 def _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, undecided):
@@ -452,49 +457,71 @@ def _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, 
     (the five draws of ten fresh stress seeds left undecided at 2e12: ``D`` = 2.6-69).  The modified equation
     integrates that leading term, and its bound ``D̃`` is Grönwall's on the next one: 1e-4 to 2e-3 on the
     same five draws.  It costs a numpy solve of a few times the first order's evaluations (2-6 s a verdict on
-    those draws), so it runs only where the first order could not decide."""
+    those draws), so it runs only where the first order could not decide.
+
+    Before it, the first order is judged again with its bound on GD's distance from the flow's *path*
+    (:mod:`theory.li2024.shadowing`: Grönwall's factor on the directions normal to the flow's velocity, and a
+    time shift): a late change of selection is an escape along the flow, where ``D`` takes the escape's whole
+    factor and the path bound does not (``examples/section5_ambiguous_transit.json``: ``D`` = 3.9e3 at 2e12,
+    the path bound 5e-3; the second order's ``D̃`` disagreed with GD over its last decade on a square-loss
+    draw).  It costs a quadrature over the solve's accepted states (0.6 s against 0.1 s on that file)."""
+    out = _through_continuation(p, theory_problem, r, select, reject, note, ladder, anchored, shadow=True)
+    if out is not None and not out[1].startswith(UNDECIDED):
+        # Its reading stands unless it is undecided too: decided, or a premise not met where the tighter bound sees
+        # it (a selection still changing, or GD's own reading where it was re-run: no ⇒ edge at a point its
+        # arithmetic keeps, examples/section5_stationary_start.json).
+        return out[0], f"{out[1]} (first-order continuation with the path bound: Grönwall's was too wide)", out[2]
+    path = r.pop("continuation_note", "").strip(" ()") if out is None else out[1]
     out = _through_continuation(p, theory_problem, r, select, reject, note, ladder, anchored, order=2)
     if out is not None and out[0] != "not judged":
         return out[0], f"{out[1]} (second-order continuation: the first order's bound was too wide)", out[2]
     why = r.pop("continuation_note", "").strip(" ()") if out is None else out[1]
     outcome, text, last = undecided
-    return outcome, f"{text}; second-order continuation: {why or 'not decided'}", last
+    return (outcome, f"{text}; with the path bound: {path or 'not decided'}; second-order continuation: "
+                     f"{why or 'not decided'}", last)
 
 
-# A selection that changes in the ladder's last decade leaves no settled decade to read a trend over.  The ladder
-# is then extended by one decade past its natural top (2e13 steps-equivalent), not more: the bound D does not
-# carry B's rounding floor eps t (noise_atol), which grows tenfold a decade.  Measured on the draw of a fresh
-# stress seed this was written for (examples/section5_selection_changed_before_horizon.json, η = 4.3): the solve
-# reaches 2e13 in 0.02 s, eps t is 0.019 there against a last-decade increment of 62.6 in W (3e-4 of it; the
-# measured integration error 5e-4), and would be 0.19 at 2e14; a square-loss draw's solve stalled in the
-# decade to 2e14.
-EXTENSION_MAX = 10**14
+# A selection that changes in the ladder's last decade leaves no settled decade to read a trend over, and a
+# direction still converging at the top has a rate not yet below the escalated line.  The ladder is then extended
+# a decade at a time past its natural top, to at most two decades (2e14 steps-equivalent on Section 5's ladder): the
+# bound carries B's rounding floor eps t (noise_atol, in deviation_from_exact), which grows tenfold a decade.
+# Measured on the draw of a fresh stress seed this was first written for
+# (examples/section5_selection_changed_before_horizon.json, η = 4.3): the solve reaches 2e13 in 0.02 s, eps t is
+# 0.019 there against a last-decade increment of 62.6 in W (3e-4 of it; the measured integration error 5e-4), and
+# 0.19 at 2e14 (3e-3 of it).  A square-loss draw's solve stalled in the decade to 2e14 (the budgets before a stall
+# are judged, and the draw is then undecided as before).  The converging draw of a fresh stress seed
+# (examples/section5_converging_past_horizon.json, lsq, η = 0.19): rates 8.52, 9.61, 10.55, 10.73 from 2e9 to 2e12
+# (γ 0.16 over the last decade), then 8.22 at 2e13 and 3.56 at 2e14, accepted there by the trend.
+EXTENSION_MAX = 2 * 10**14
 
 
-def _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, order, undecided):
+def _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, order, undecided, shadow=False,
+                      why="its selection changed in the decade before"):
     """``undecided`` (the ladder's last budget without a settled decade before it: its selection changed in
-    that decade) judged again on the ladder extended by a decade (:data:`EXTENSION_MAX`), or, at the last
-    extension, through the second order (:func:`_second_order`) as any other undecided end."""
+    that decade; or a direction converging but not yet aligned there, ``why``) judged again on the ladder
+    extended by a decade (:data:`EXTENSION_MAX`), or, at the last extension, through the second order
+    (:func:`_second_order`) as any other undecided end."""
     top = ladder[-1]
     if top * 10 <= EXTENSION_MAX:
         # the same GD run and order: its agreement check already passed
         out = _through_continuation(p, theory_problem, r, select, reject, note, ladder + [top * 10], anchored, order,
-                                    checked=True)
+                                    checked=True, shadow=shadow)
         if out is not None:
-            return out[0], f"{out[1]} (the ladder extended past {top:.0e}: its selection changed in the decade before)", \
+            return out[0], f"{out[1]} (the ladder extended past {top:.0e}: {why})", \
                 out[2]
-    return _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, undecided) if order == 1 \
-        else undecided
+    return _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, undecided) \
+        if order == 1 and not shadow else undecided
 
 
 def _through_continuation(p, theory_problem, r, select, reject, note, ladder=None, anchored=False, order=1,
-                          checked=False):
+                          checked=False, shadow=False):
     """The budgets ``ladder`` (default ``10 τ₁, 100 τ₁, ...`` up to ``HORIZON``) through the continuation from
     GD's run in ``r`` (:mod:`theory.li2024.local_continuation`); None when the continuation is not used or
     decided nothing (``r`` then carries the reason in ``continuation_note``).  ``anchored``: ``τ₁`` is on the
     ladder and is judged on GD's own iterate (a re-run past a bound too wide to decide, below).  ``order``: the
     continuation's (1, or 2: GD's modified equation); ``checked``: its agreement check on this GD run already
-    passed (the ladder extended past a late change of selection)."""
+    passed (the ladder extended past a late change of selection); ``shadow``: the first order with its bound on
+    GD's distance from the flow's path too (:func:`_second_order`)."""
     from theory.core.decision import budget_ladder
     from theory.li2024 import local_continuation as lcont
 
@@ -502,7 +529,7 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
     tau1 = int(gd.final.step)
     ladder = [b for b in (ladder or budget_ladder(tau1, lcont.HORIZON)) if b > tau1 or (anchored and b == tau1)]
     # Most runs decide at the first continued budget: solve to it first, to the horizon only when needed.
-    run, why = lcont.continued(p, gd, ladder[:1], order=order, checked=checked)
+    run, why = lcont.continued(p, gd, ladder[:1], order=order, checked=checked, shadow=shadow)
     if run is None:
         r["continuation_note"] = f" (not escalated: {why})"
         return None
@@ -524,7 +551,7 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
 
     for b in ladder:
         if run.final.step < b and run.stopped is None:
-            run, why = lcont.continued(p, gd, ladder, checked=True, order=order)
+            run, why = lcont.continued(p, gd, ladder, checked=True, order=order, shadow=shadow)
             if run is None and early is not None:
                 return kept(why)
             if run is None:  # nothing decided through the continuation: GD takes over, as where it was refused
@@ -553,7 +580,7 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
         m = lcont.robust_measures(p, run, b, select, reject)
         ps = m["pseudo"]
         last = {"pseudo": ps, "true": true, "W": m["W"], "dW": m["dW"], "steps": m["steps"], "eta": r["eta"],
-                "step": r["step"], "traj": run, "engine": _engine(truncate(run, b).final, order),
+                "step": r["step"], "traj": run, "engine": _engine(truncate(run, b).final, order, shadow),
                 "gd_deviation_bound": m["delta"],
                 "corr_pseudo": m.get("corr_nominal", float("nan")), "inc_pseudo": m.get("inc_nominal", float("nan")),
                 "corr_true": _corr(m["W"], true.W), "inc_true": _corr(m["dW"], true.W)}
@@ -597,20 +624,22 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
         if state != "failed":
             skipped.append((m["steps"], state))
     limited = [n for n, why in skipped if why in BOUND_LIMITED and tau1 < n <= ESCALATE_MAX]
-    if state in BOUND_LIMITED and limited:
+    if state in BOUND_LIMITED and limited and (shadow or order == 2):
         # The bound, not the run, left the horizon undecided, and it was already too wide at a budget GD itself
         # can reach (it widened through a change of selection): GD runs to that budget, which is judged on GD's
         # iterate, and the continuation starts again from there (after its agreement check over GD's new last
         # decade).  Only here: GD to 2e7 steps costs ~30 s on K = 10, and most such draws decide at a later
         # budget through the continuation anyway (stress seed 44, six K = 10 draws re-run eagerly: all aligned
-        # at 2e8, 35 s each).
+        # at 2e8, 35 s each).  Not on Grönwall's first-order bound: the path bound (_second_order) is tried first,
+        # at a fraction of GD's cost (examples/section5_converging_past_horizon.json: 2 s against GD's 20 s to
+        # 2e7), and this re-run follows within it where that is too wide as well.
         b1 = limited[0]
         longer, step = train_section5(p, b1, r["step"], start=gd)
         if step == r["step"]:
             again = {"traj": longer, "step": step, "eta": r["eta"], "steps": int(longer.final.step),
                      "not_judged": f"the continuation's bound was too wide at {b1:.0e}"}
             out = _through_continuation(p, theory_problem, again, select, reject, note,
-                                        [n for n in ladder if n >= b1], anchored=True, order=order)
+                                        [n for n in ladder if n >= b1], anchored=True, order=order, shadow=shadow)
             if out is None or out[1].startswith(UNDECIDED):
                 # The bound resolves nothing past GD's own budget, or the continuation is refused from there: GD's
                 # reading stands where the GD path would end on it (a run without a ⇒ edge is not judged, not
@@ -638,9 +667,13 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
     if state != "failed":
         undecided = ("not judged", f"{UNDECIDED if state in BOUND_LIMITED else ''}{state} at {last['steps']:.0e} "
                      f"steps-equivalent (continued from GD at {tau1})" + _skipped(skipped[:-1]), last)
-        if state == CHANGED:
-            return _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, order, undecided)
-        if state in BOUND_LIMITED and order == 1:
+        before = dict(skipped).get(ladder[-2]) if len(ladder) > 1 else None
+        if state == CHANGED or (state in (NO_GROWTH, NO_GROWTH_WITHIN_BOUND) and before == CHANGED):
+            # A selection that changed in the last decade, or in the one before it (the growth ratio at the top
+            # then compares the settled decade with the change's): no settled span to judge at the top.
+            return _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, order, undecided,
+                                     shadow)
+        if state in BOUND_LIMITED and order == 1 and not shadow:
             return _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, undecided)
         return undecided
     rate = history[-1][2]
@@ -655,13 +688,22 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
     if not rejected:
         undecided = "not judged", _unresolved(gamma, last["steps"], " steps-equivalent") + _skipped(skipped), last
         if prior not in settled_rates:  # no settled decade before the top: its selection changed late
-            return _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, order, undecided)
+            return _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, order, undecided,
+                                     shadow)
+        nominal = {n: q for n, _, q, *_ in history}
+        if gamma <= criteria.TREND_HOLD and prior in nominal and top in nominal and _gamma(
+                (prior, nominal[prior]), (top, nominal[top]), last["pseudo"].svm.norm, r["eta"]) <= criteria.TREND_HOLD:
+            # Converging (γ <= TREND_HOLD for every W within the bound and for the continued W itself) with a rate
+            # not yet below the escalated line: judged again a decade later, up to EXTENSION_MAX.  (Where only the
+            # bound makes γ converging, the tighter bounds come first: below.)
+            return _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, order, undecided,
+                                     shadow, why=f"converging (γ = {gamma:.3g}) but not yet aligned there")
         # γ is read between the least rate at the top and the largest a decade before, over every W within the
         # bound: a bound of a few per cent of the increment can turn a settled misalignment's γ = 1 into a
         # "converging" one (a square-loss draw of a fresh stress seed: nominal rates 6.21, 6.95 at 2e11, 2e12,
         # within the first-order bound [5.87, 6.55] and [6.30, 7.61], γ -0.34; through the second order
         # [6.208, 6.210] and [6.949, 6.953], γ 0.99).
-        return _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, undecided) if order == 1 \
-            else undecided
+        return _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, undecided) \
+            if order == 1 and not shadow else undecided
     return ("not aligned", _failed(last, rate, note, history) + f"; trend γ = {gamma:.3g} over the last decade"
             + _skipped(skipped), last)
