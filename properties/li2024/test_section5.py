@@ -227,6 +227,29 @@ def test_persistent_misalignment_flattens_at_the_horizon():
 
 
 @pytest.mark.theorem("Section 5")
+def test_a_direction_converging_at_the_top_is_judged_a_decade_later(monkeypatch):
+    """The extension's accepting side, on the persistent misalignment with the escalated line planted at 11.85
+    (its rates over every ``W`` within the bound: [11.82, 11.90] at 2e12 with γ = 0.02, converging;
+    [11.02, 11.81] at 2e13, falling; at 2e14 the bound is 0.149, most of it B's rounding floor ``eps t``, and the
+    interval [6.6, 14.7] resolves nothing): undecided at the ladder's natural top, it must be aligned a decade
+    later, by the trend, and stay undecided without the extension.  (The
+    stress-found draw this was written for, ``examples/section5_converging_past_horizon.json``: rates 10.73 at
+    2e12, 8.22 at 2e13, 3.56 at 2e14, aligned there under the real line 6; its 36 s of second-order solves are
+    left to a replay, ``tpg check examples/section5_converging_past_horizon.json --claim li2024.section5``.)"""
+    from theory.core.problem import Problem
+    from theory.li2024 import criteria
+
+    p = Problem.load("examples/section5_persistent_misalignment.json")
+    theory_problem = p.replace(head=None, loss="log")
+    monkeypatch.setattr(criteria, "DIRECTION_RATE_ESCALATED", 11.85)
+    outcome, why, r = lc.verdict(p, theory_problem)
+    assert outcome == "aligned" and r["steps"] == 2 * 10**13 and "converging (γ" in why, why
+    monkeypatch.setattr(lc, "EXTENSION_MAX", 2 * 10**12)
+    outcome, why, r = lc.verdict(p, theory_problem)
+    assert outcome == "not judged" and why.startswith(lc.UNDECIDED + "converging"), why
+
+
+@pytest.mark.theorem("Section 5")
 def test_square_loss_tied_head_misalignment_is_genuine():
     """Found when Section 5 began escalating unsettled draws (ci's whole-domain draws, a square-loss tied-head
     family): GD alone, 2e6 steps, is settled and fails the direction test against its pseudo-TPG's Graph-SVM
