@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 import numpy as np
 from scipy.integrate import solve_ivp
+from scipy.optimize import lsq_linear
 
 SELECT, REJECT = 1e-2, 9e-3
 DIRECTION_RATE = 3.0  # the rate line of the criterion (docs/judging.md, Theorem 1 and Section 5)
@@ -236,7 +237,8 @@ def _polished(S: np.ndarray, rows_ge: list, rows_eq: list, lam: list) -> np.ndar
     convex programme goes like the gap's square root: measured on a well-conditioned K = 5 draw, ``||W||``
     above ``sqrt(2)`` by 2.7e-9 and ``W`` off the optimum by 4.4e-5 relative.  On the active set (the ``>=``
     rows with a multiplier or no slack, and the equalities) the optimum is the minimum-norm solution of the
-    active rows at 1 and the equalities at 0, a least-squares solve.  It is kept only when it satisfies every
+    active rows at 1 and the equalities at 0, a least-squares solve; its multipliers are a bounded least-squares
+    solve (``μ >= 0`` on the ``>=`` rows: dependent active rows leave them non-unique).  It is kept only when it satisfies every
     constraint and its multipliers (``A^T μ = 2W``) are non-negative on the active ``>=`` rows; otherwise the
     solver's answer, already verified above, stands."""
     big = max(lam)
@@ -244,7 +246,11 @@ def _polished(S: np.ndarray, rows_ge: list, rows_eq: list, lam: list) -> np.ndar
     A = np.array([r.ravel() for r in active + rows_eq])
     b = np.r_[np.ones(len(active)), np.zeros(len(rows_eq))]
     w = np.linalg.lstsq(A, b, rcond=None)[0]
-    mu = np.linalg.lstsq(A.T, 2 * w, rcond=None)[0]
+    # The multipliers need not be unique (the active rows can be dependent: a fresh stress seed's E = I draw had 7
+    # active rows of rank 5), and the least-norm ones can then be negative where non-negative ones exist (-0.2
+    # there): they are solved for with the sign constraint itself (bounded least squares).
+    lower = np.r_[np.zeros(len(active)), np.full(len(rows_eq), -np.inf)]
+    mu = lsq_linear(A.T, 2 * w, bounds=(lower, np.inf), method="bvls", tol=1e-14).x
     scale = max(1.0, float(np.linalg.norm(w)), float(np.abs(mu).max()))
     feasible = (min(float(np.sum(r.ravel() * w)) for r in rows_ge) >= 1 - 1e-12 * scale
                 and max((abs(float(np.sum(r.ravel() * w))) for r in rows_eq), default=0.0) <= 1e-12 * scale)

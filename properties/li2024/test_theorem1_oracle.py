@@ -50,6 +50,20 @@ def test_the_oracles_targets_are_the_suites(dp):
                                 f"problem file: {describe(p)}"
 
 
+@pytest.mark.theorem("Theorem 1")
+def test_the_oracles_graph_svm_is_exact_where_its_active_rows_are_dependent():
+    """A fresh stress seed's draw (K = 6, ``E = I``): the Graph-SVM's 5 active ``>=`` rows and 2 equalities have
+    rank 5, so the multipliers on the active set are not unique, and the least-norm ones had a -0.2 where
+    non-negative ones exist.  The oracle then kept the interior-point answer, 4.4e-5 relative off the suite's
+    (which meets ``min_r <r, W> = 1`` and ``||W||² = 1.5`` exactly; an independent tight solve agrees with the
+    suite to 4e-7).  Its multipliers are now a bounded least-squares solve: the two must agree to 1e-12."""
+    p = Problem.load("examples/theorem1_dependent_active_rows.json")
+    svm = analyze(p).svm
+    tg = oracle.targets(flow.Model(p.to_json()))
+    rel = float(np.linalg.norm(tg.svm - svm.W)) / svm.norm
+    assert rel <= 1e-12, rel
+
+
 def _planted_analysis(monkeypatch, plant: str) -> None:
     """The suite's analysis with a planted defect: ``svm`` rotated 35° within its norm, or ``fin`` moved by
     ``4 FINITE_MAX max(1, ||W^fin||)`` inside S_fin (the calibrations' plants, now inside the judge)."""
