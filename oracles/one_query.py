@@ -187,7 +187,9 @@ def graph_svm(q: OneQuery) -> np.ndarray:
     active = G @ x - h <= 1e-7
     Ga = G[active]
     xa = np.linalg.pinv(Ga) @ np.ones(Ga.shape[0])
-    lam, *_ = np.linalg.lstsq(Ga.T, xa, rcond=None)
+    # Non-negative multipliers directly (NNLS): dependent active rows leave them non-unique, and the least-norm ones
+    # can be negative where non-negative ones exist (oracles/flow.py's Graph-SVM met that on a fresh stress seed).
+    lam, _ = nnls(Ga.T, xa, maxiter=1000)
     if (G @ xa >= 1 - 1e-12).all() and (lam >= -1e-10).all() and np.linalg.norm(Ga.T @ lam - xa) <= 1e-12 * max(1, np.linalg.norm(xa)):
         x = xa
     elif not (G @ x >= 1 - 1e-7).all():
