@@ -151,8 +151,8 @@ class ContinuationCheckpoint(Checkpoint):
     # D̃ and the estimated integration error summed to 2.6e-8 and GD's own rounding is below 3e-10 (a solve at
     # rtol 1e-12 is within that of it); the floor there, ||E||² sqrt(n) eps t, is 1.6e-7.
     rounding_floor: float = 0.0
-    # Where the shadowing bound was integrated (continue_flow's shadow): Grönwall's D and D⊥ + |σ| V
-    # (theory.li2024.shadowing); gd_deviation_bound is the smaller.
+    # Where the path bound was integrated (continue_flow's shadow): Grönwall's D and the path bound C
+    # (theory.li2024.shadowing: D⊥ + |σ| V, Grönwall's step restarted from it); gd_deviation_bound is the smaller.
     gronwall_bound: float | None = None
     shadowing_bound: float | None = None
 
