@@ -228,7 +228,7 @@ MUTANTS = [
     Mutant("theorem1-oracle-never-confirms", "the independent reading of Theorem 1 confirms no rejection",
            "oracles/theorem1.py", "        confirmed |= both", "        confirmed = False"),
     Mutant("second-order-never-tried", "a draw the first-order bound leaves undecided is not continued to second order",
-           "theory/li2024/local_convergence.py", "        if state in BOUND_LIMITED and order == 1:",
+           "theory/li2024/local_convergence.py", "        if state in BOUND_LIMITED and order == 1 and not shadow:",
            "        if False:"),
 ]
 
