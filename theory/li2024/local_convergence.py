@@ -464,7 +464,8 @@ def _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, 
     time shift): a late change of selection is an escape along the flow, where ``D`` takes the escape's whole
     factor and the path bound does not (``examples/section5_ambiguous_transit.json``: ``D`` = 3.9e3 at 2e12,
     the path bound 5e-3; the second order's ``D̃`` disagreed with GD over its last decade on a square-loss
-    draw).  It costs a quadrature over the solve's accepted states (0.6 s against 0.1 s on that file)."""
+    draw).  It costs a quadrature over the solve's accepted states (0.9 s against 0.14 s to 2e12 on that file,
+    benchmarks/bench_shadowing.py)."""
     out = _through_continuation(p, theory_problem, r, select, reject, note, ladder, anchored, shadow=True)
     if out is not None and not out[1].startswith(UNDECIDED):
         # Its reading stands unless it is undecided too: decided, or a premise not met where the tighter bound sees
