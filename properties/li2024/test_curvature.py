@@ -107,6 +107,7 @@ def test_the_log_loss_under_assumption_1_is_convex(case):
     assert lam >= -floor, f"λ_min = {lam:.3g} on a convex loss (rounding {floor:.3g})\n{describe(p)}"
 
 
+@pytest.mark.slow
 def test_the_other_losses_have_negative_curvature():
     """Across Section 5's domain some draw has ``λ_min < 0`` for each loss: the curvature term is live."""
     from hypothesis import find

@@ -117,6 +117,7 @@ def test_kq_path_calibrated_both_ways(p):
 
 # ci: 3 of 5 generated judged (60%): 2 draws the 10° filter rejected; the 3 fail (escalated to at most 10^7 steps;
 # at 10^5 steps, before the escalation, 1 of 4 was still moving)
+@pytest.mark.slow
 @pytest.mark.judged(floor=0.25)
 @given(p=disagreeing_problems())
 @SLOW
@@ -257,6 +258,7 @@ def test_kq_gd_claim_on_a_drawn_problem(p):
     assert planted.outcome is not Outcome.HOLDS, planted.reason
 
 
+@pytest.mark.slow
 def test_a_saddle_plateau_is_not_a_counterexample():
     """A stress draw (main job at a5cdad3, ``examples/kq_gd_saddle_plateau.json``, K = 6, d = 8): GD on the
     factors settles over two decades 0.466 from ``W^nuc`` with its increment nearly rank one, the KKT

@@ -28,6 +28,7 @@ START, BUDGET = 20_000, 200_000
 PLANTS = {"no correction": {"correction": 0.0}, "the wrong sign": {"correction": -0.5},
           "twice the correction": {"correction": 1.0}}
 
+@pytest.mark.slow
 @pytest.mark.theorem("Section 5")
 @settings(max_examples=scaled(12), deadline=None)
 @given(p=section5_problems())

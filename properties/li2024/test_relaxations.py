@@ -124,6 +124,7 @@ THEOREM1_RELAXATIONS = [("head", None), ("label_absent", None), ("loss", "square
 @pytest.mark.theorem("Relaxations")
 @pytest.mark.parametrize("relaxation,loss", THEOREM1_RELAXATIONS,
                          ids=[relaxation_key(r, l) for r, l in THEOREM1_RELAXATIONS])
+@pytest.mark.slow
 def test_theorem1_needs_its_assumption(relaxation, loss):
     """One assumption dropped, the conclusion judged in its natural generalization (the relaxed problem's own
     W^fin): a counterexample where the table expects one, none where it measured none (a finding: the

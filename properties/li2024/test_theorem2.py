@@ -76,6 +76,7 @@ JUDGED_FLOOR = 0.6
 @settings(deadline=None)
 @given(dp=drawn_problems(structures=NONZERO_SVM, max_condition=REGPATH_CONDITION,
                          loss=st.sampled_from(THEOREM2.domain.losses)))
+@pytest.mark.slow
 def test_theorem2_regularization_path_converges(dp):
     """Along R_t (t = offset + 1..16), W̄_R/R -> Ŵ^svm at rate ~(log t)/t and Π_{S_fin} W̄_R -> W^fin (Theorem 2),
     for every loss of u the theorem allows (log, exp, square), each against its own loss's W^fin; where that

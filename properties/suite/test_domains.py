@@ -106,6 +106,7 @@ def test_domain_outside_pairs_are_refused():
 LI_CLAIMS = [c.name for c in all_claims() if c.name.startswith("li2024.")]
 
 
+@pytest.mark.slow
 @settings(max_examples=scaled(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(p=file_problems())
 def test_check_answers_every_valid_file(p, tmp_path_factory):

@@ -229,6 +229,7 @@ def test_stress_run_gets_a_seed_that_replays(tmp_path):
     assert len(first) == 20 and first == second
 
 
+@pytest.mark.slow
 def test_failure_replays_from_its_blob(tmp_path):
     """A failing test's replay command (report card) carries its blob: run as printed, it executes the
     shrunk failing example once and fails; a malformed blob or a selection of several Hypothesis tests
@@ -784,6 +785,7 @@ def test_the_dashboard_imports_only_the_claims_registry(tmp_path):
     assert "claim" in (run_dir / "index.html").read_text()
 
 
+@pytest.mark.slow
 def test_report_keep_from_the_option_or_the_environment(tmp_path):
     """--report-keep N wins; else TPG_REPORT_KEEP; a malformed value is a one-line usage error."""
     for keep_args, env, left in (([], {"TPG_REPORT_KEEP": "2"}, 2), (["--report-keep=1"], {"TPG_REPORT_KEEP": "3"}, 1)):

@@ -117,6 +117,7 @@ def _local_values(folder: Path) -> list:
     return [choices_from_bytes(f.read_bytes()) for f in folder.rglob("*") if f.is_file() and not f.name.startswith(".")]
 
 
+@pytest.mark.slow
 def test_a_counterexample_found_on_one_machine_is_replayed_first_on_another(tmp_path, redis_server):
     test_file = tmp_path / "test_planted.py"
     test_file.write_text(PLANTED)

@@ -194,6 +194,7 @@ def _fig10(corpus, seed_base, **kw):
     return rt.run_fig10(p, workers=0, corpus=corpus, seed_base=seed_base, **kw)
 
 
+@pytest.mark.slow
 @settings(max_examples=1, deadline=None)
 @given(seed_base=st.integers(0, 10_000))
 def test_fig10_entropy_falls_with_the_learning_rate_and_the_controls_do_not(corpus, seed_base):
@@ -216,6 +217,7 @@ def _fig7(corpus, **kw):
     return r, r["runs"][0]["first_layer"]
 
 
+@pytest.mark.slow
 def test_fig7_first_layer_gets_sparser_while_the_loss_falls_and_the_controls_do_not(corpus):
     """Fig. 7's "becomes sparse": on real text the first layer's validation attention entropy drops
     by more than the stated level while the validation loss falls; with the logits held at 0 or with
