@@ -80,6 +80,7 @@ the bound cannot resolve is not decided.  For the convex loss ``μ = 0`` and not
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -101,9 +102,13 @@ from theory.li2024.training import (Checkpoint, Trajectory, _scc_membership, che
 
 
 __all__ = ["Agreement", "ContinuationCheckpoint", "ContinuationFailed", "ContinuedTrajectory", "Escalation", "bounds_of", "compare", "continue_flow",
-           "engine_of", "engine_label", "engine_measures", "deviation", "RTOL", "ATOL", "METHOD", "CONTINUE_MAX_STEPS"]
+           "engine_of", "engine_label", "engine_measures", "deviation", "RTOL", "ATOL", "METHOD", "CONTINUE_MAX_STEPS",
+           "EXTENDED_EPS"]
 
 RTOL, ATOL = 1e-10, 1e-12
+# The unit roundoff of numpy's longdouble where the platform's is wider than float64 (x86-64: the 80-bit type,
+# 1.08e-19), else None: the precision of continue_flow(..., extended=True)'s right-hand side for B.
+EXTENDED_EPS = float(np.finfo(np.longdouble).eps) if np.finfo(np.longdouble).eps < EPS else None
 # The tolerance on ln D for a non-convex loss (``_LogBound``): a relative tolerance on D.  D is a tolerance on W
 # needed to a few per cent.  Late, ``||H g||`` is evaluated on a gradient whose in-SCC entries are exact only to
 # ~eps of their O(1) terms (noise_atol): dD/ds carries a noise of ~eps t λ per unit of s, and an error control
@@ -173,13 +178,15 @@ class ContinuedTrajectory(Trajectory):
     stopped: str | None = None
     # 1: the gradient flow; 2: GD's modified equation (theory.li2024.modified_flow)
     order: int = 1
+    # B's right-hand side in extended precision (continue_flow's extended)
+    extended: bool = False
 
 
 class _Flow:
     """The right-hand side, its Jacobian and ``||H g||`` in the reduced variables ``B_Q``."""
 
     def __init__(self, problem: Problem, W1: np.ndarray, eta: float, sign: float = 1.0, compiled: bool = True,
-                 order: int = 1, correction: float = CORRECTION):
+                 order: int = 1, correction: float = CORRECTION, extended: bool = False):
         data = TokenData.from_problem(problem)
         # order 2: GD's modified equation and its bound (theory.li2024.modified_flow), in numpy
         self.order, self.correction = order, correction
@@ -195,6 +202,22 @@ class _Flow:
         self.W1 = W1
         self.eta, self.sign = eta, sign
         self.n = self.K * self.nq
+        # The unit roundoff of B's right-hand side (continue_flow's extended; :meth:`_extended_rhs`)
+        if extended and EXTENDED_EPS is None:
+            raise ValueError("continuation: no floating type wider than float64 on this platform "
+                             "(numpy's longdouble is float64 here): extended precision is unavailable")
+        self.extended = extended
+        self.eps = EXTENDED_EPS if extended else EPS
+        if extended:
+            # The data in the wider type too: the weights (multiplicity / n), the counts (their logs) and the head
+            # (the ce loss forms its columns' differences first).  In float64 each of those roundings is a relative
+            # eps of an O(1) term, a forcing of ~eps t like G's own (measured against a 40-digit evaluation at
+            # 9e12 on examples/section5_converging_at_the_rounding_floor.json: the longdouble right-hand side on
+            # float64 data was off by 9.5e-7 and 2.9e-6, eps' t and three times it).
+            ld = np.longdouble
+            mult = np.rint(data.weights * problem.n)
+            self.data_extended = dataclasses.replace(data, counts=data.counts.astype(ld), H=data.H.astype(ld),
+                                                     weights=mult.astype(ld) / ld(problem.n))
         self.evals = 0
         self.segment_limit, self.segment_start = MAX_EVALS, 0
         self.fallback_evals = FALLBACK_EVALS if self.convex else NONCONVEX_FALLBACK_EVALS
@@ -239,12 +262,16 @@ class _Flow:
         """The right-hand side's rounding noise on ``B`` at ``(s, y)``, measured: the largest difference between
         the compiled kernel and its numpy reference (the same arithmetic in two orders)."""
         compiled, self.compiled = self.compiled, True
+        extended, self.extended = self.extended, False
         try:
             a = self._first_order_rhs(s, y)
         finally:
-            self.compiled = compiled
+            self.compiled, self.extended = compiled, extended
         with np.errstate(invalid="ignore"):
             diff = float(np.max(np.abs(a[:self.n] - self.rhs_numpy(s, y)[:self.n])))
+        # In extended precision the same operations run in a type of unit roundoff eps' (:meth:`_extended_rhs`):
+        # to first order each rounding, and so their difference, is eps'/eps times float64's.
+        diff *= self.eps / EPS
         return diff if np.isfinite(diff) else 0.0  # a state past the loss's domain: refused by the solve itself
 
     def bound_rates(self, s: float, y) -> tuple[float, float]:
@@ -258,7 +285,8 @@ class _Flow:
     def rounding_forcing(self, s: float) -> float:
         """What the right-hand side's own rounding adds to a non-convex flow's ``dD/ds`` at ``s``:
         ``||E||² sqrt(n) ν e^{s - s0}``, ``ν`` the larger of the noise measured at the decade's start ``s0``
-        (:meth:`rounding_noise`) and ``eps e^{s0}`` (``eps t``, :func:`noise_atol`), grown like ``e^s`` over the decade.
+        (:meth:`rounding_noise`) and ``eps e^{s0}`` (``eps t``, :func:`noise_atol`; ``eps`` the right-hand side's
+        unit roundoff, ``flow.eps``), grown like ``e^s`` over the decade.
 
         Why.  The integrator solves the flow with the computed right-hand side ``f + δ``, not ``f``; by Grönwall
         ``δ`` moves the solution from the flow at rate ``||δ||`` amplified by ``e^{∫ μ}``, the same factor as GD's
@@ -284,6 +312,31 @@ class _Flow:
         return out
 
     def _first_order_rhs(self, s, y):
+        out = self._float_rhs(s, y)
+        if self.extended:
+            out[:self.n] = self._extended_rhs(s, y)
+        return out
+
+    def _extended_rhs(self, s, y) -> np.ndarray:
+        """``B``'s right-hand side ``sign e^s G[:, Q]`` with the scores and ``G`` in numpy's longdouble (the numpy
+        reference's arithmetic, :func:`theory.li2024.losses.loss_and_grad_scores`, in a wider type).
+
+        Why.  Late, ``G``'s in-SCC entries are sums of O(1) terms that cancel to ``O(1/t)``; each is exact only to
+        the unit roundoff, so ``e^s G`` carries a noise ``~eps t`` (:func:`noise_atol`), and so do ``B``'s
+        tolerance floor and ``D``'s rounding forcing.  With a large step that noise is the bound: on
+        ``examples/section5_converging_at_the_rounding_floor.json`` (ce, η = 4.5) the bound was 0.115 at 2e13
+        steps-equivalent and 1.14 at 2e14, nearly all of it ``eps t``, and the direction's rate intervals
+        straddled their line.  The x86-64 longdouble's ``eps`` is 1/2048 of float64's.  ``B`` itself stays float64
+        (its rounding is ``eps ||B||``, not ``eps t``), and so do ``D``'s rates (an upper bound: noise in
+        ``||H g||`` can only raise ``D``)."""
+        ld = np.longdouble
+        A = self.A1.astype(ld)
+        A[:, self.Q] -= self.M.astype(ld) @ np.asarray(y[:self.n], dtype=ld).reshape(self.K, self.nq) \
+            @ self.MQQ.astype(ld)
+        _, G = loss_and_grad_scores(A, self.data_extended)
+        return (self.sign * np.exp(ld(s)) * G[:, self.Q].ravel()).astype(float)
+
+    def _float_rhs(self, s, y):
         if self.compiled and not self.convex:
             d = self.data
             return nonconvex_rhs(np.ascontiguousarray(y, dtype=float), float(s), self.A1, self.M, self.MQQ, self.Q,
@@ -372,7 +425,7 @@ def gd_rounding_per_step(problem: Problem, wmax: float) -> float:
     return (problem.K + 2) * EPS * c_E * wmax
 
 
-def noise_atol(t: float, atol: float = ATOL, measured: float = 0.0) -> float:
+def noise_atol(t: float, atol: float = ATOL, measured: float = 0.0, eps: float = EPS) -> float:
     """The absolute tolerance on ``B`` for a solve that reaches flow time ``t``: ``max(atol, eps t, measured)``,
     ``measured`` the right-hand side's rounding noise measured on the problem (``_Flow.rounding_noise``,
     scaled to ``t``).
@@ -391,8 +444,10 @@ def noise_atol(t: float, atol: float = ATOL, measured: float = 0.0) -> float:
     ``examples/section5_stall_after_verdict.json`` (0.03-0.19 times before 2e7), by 16-38 times on another
     broken-head ce draw, and by 0.8-4 times on a biorthogonal-head one; with the ``eps t`` floor alone the
     first two stalled on ``B`` (every stage over its cap) in a late decade.
+
+    ``eps``: the right-hand side's unit roundoff (float64's, or the extended type's: ``_Flow._extended_rhs``).
     """
-    return max(atol, EPS * t, measured)
+    return max(atol, eps * t, measured)
 
 
 class _SegmentStall(FloatingPointError):
@@ -525,7 +580,7 @@ def _decade(flow: _Flow, a: float, b: float, y: np.ndarray, at: np.ndarray, meth
     ``measured`` the rounding noise at its end (:func:`noise_atol`): ``(solution, evaluations of the bound's
     quadrature)``; raises ``_SegmentStall`` past the decade's cap.  A non-convex flow is solved in ``(B, ln D)``
     (:class:`_LogBound`); the solution returned holds ``D``."""
-    tol = np.full(flow.n + 1, noise_atol(float(np.exp(b)), atol, measured))
+    tol = np.full(flow.n + 1, noise_atol(float(np.exp(b)), atol, measured, flow.eps))
     # D is a tolerance, needed to a few per cent.  Convex loss: a quadrature of a positive integrand riding on
     # B's steps, not error-controlled.  Non-convex: Grönwall's μ D makes it an exponential growth whose error
     # B's steps do not bound (measured on a square-loss tied-head file: D went negative past 2e10 steps with it
@@ -591,7 +646,7 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
         # t over it (e^s G, G's rounding fixed in size).
         noise = flow.rounding_noise(a, y)
         measured = noise * float(np.exp(b - a))
-        flow.noise_s0, flow.noise_at_s0 = a, max(noise, EPS * float(np.exp(a)))
+        flow.noise_s0, flow.noise_at_s0 = a, max(noise, flow.eps * float(np.exp(a)))
         while True:
             before = flow.evals
             try:
@@ -619,7 +674,7 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
                              f"{stopped}, in the decade to {np.exp(b) / flow.eta:.1e} steps-equivalent", floor[:done],
                              None if shadowed is None else shadowed[:done])
         out[:, done:done + len(pts)] = sol.y[:, :len(pts)]
-        floor[done:done + len(pts)] = noise_atol(float(np.exp(b)), atol, measured)
+        floor[done:done + len(pts)] = noise_atol(float(np.exp(b)), atol, measured, flow.eps)
         if shadowed is not None:
             shadowed[done:done + len(pts)] = sol.shadowing[:len(pts)]
             flow.shadowing = flow.shadowing_end
@@ -639,7 +694,7 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
                   method: str = METHOD, rtol: float = RTOL, atol: float = ATOL, estimate_error: bool = False,
                   checkpoints=None, sign: float = 1.0, time_scale: float = 1.0,
                   compiled: bool = True, partial: bool = False, order: int = 1,
-                  correction: float = CORRECTION, shadow: bool = False) -> ContinuedTrajectory:
+                  correction: float = CORRECTION, shadow: bool = False, extended: bool = False) -> ContinuedTrajectory:
     """``traj`` (plain GD on ``problem``) continued to ``steps`` steps-equivalent by the gradient flow in log time.
 
     Parameters
@@ -677,6 +732,11 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
         path's normal space and a time shift), and report the smaller of the two bounds as
         ``gd_deviation_bound`` (each kept as ``gronwall_bound`` and ``shadowing_bound``).  First order, non-convex
         loss only; it costs a quadrature over the solve's accepted states.
+    extended : bool
+        ``B``'s right-hand side in numpy's longdouble (``_Flow._extended_rhs``), and with it the tolerance floor
+        and the rounding forcing at its unit roundoff (:data:`EXTENDED_EPS`, 1/2048 of float64's on x86-64):
+        for late budgets at a large step, where ``eps t`` is the bound.  First order only; numpy (about 10x the
+        compiled kernel's cost per evaluation); ``ValueError`` where the platform has no wider type.
     partial : bool
         Where the integrator fails in a later decade (it stalls at every stage, or the state becomes
         non-finite), return the checkpoints of the decades completed before it, with ``stopped`` saying why,
@@ -698,7 +758,7 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
     later = np.unique(later[later > tau1])
     base = ContinuedTrajectory(list(traj.checkpoints), traj.eta, False, traj.seconds,
                                continued_from=getattr(traj, "continued_from", tau1) if engine_of(traj.final) != "gd"
-                               else tau1, method=method, rtol=rtol, atol=atol, order=order)
+                               else tau1, method=method, rtol=rtol, atol=atol, order=order, extended=extended)
     if len(later) == 0:
         return base
     if engine_of(traj.final) != "gd":
@@ -706,7 +766,9 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
     eta = traj.eta
     if order not in (1, 2):
         raise ValueError(f"continuation: order is 1 (the gradient flow) or 2 (GD's modified equation), not {order!r}")
-    flow = _Flow(problem, traj.final.W, eta, sign, compiled, order, correction)
+    if extended and order != 1:
+        raise ValueError("continuation: extended precision is the first-order flow's")
+    flow = _Flow(problem, traj.final.W, eta, sign, compiled, order, correction, extended)
     if shadow:
         if order != 1 or flow.convex:
             raise ValueError("continuation: the shadowing bound is the first-order, non-convex flow's")

@@ -44,18 +44,20 @@ HORIZON = CONTINUE_MAX_STEPS
 
 
 def agreement(problem: Problem, gd, *, plant: dict | None = None, order: int = 1,
-              shadow: bool = False) -> tuple[float, str]:
+              shadow: bool = False, extended: bool = False) -> tuple[float, str]:
     """``(worst, where)``: the largest ``||W_GD - W|| / D`` over GD's checkpoints in ``[τ₁/10, τ₁]`` when the
     continuation starts from GD's state at ``τ₁/10`` (``> 1``: the bound failed here).  ``plant``: a planted
     defect of the continuation (``continue_flow``'s ``sign``, ``time_scale`` or ``correction``), for the property
     only; it is judged against the honest run's bound (a defective engine integrates ``D`` along its own wrong
     path).  ``order``: the gradient flow (1) or GD's modified equation (2, :mod:`theory.li2024.modified_flow`);
     ``shadow``: the first order's bound taken as the smaller of Grönwall's and the path bound
-    (:mod:`theory.li2024.shadowing`), as the run it checks takes it."""
+    (:mod:`theory.li2024.shadowing`), as the run it checks takes it; ``extended``: ``B``'s right-hand side in
+    extended precision (``continue_flow``'s), the check's bound as tight as the run's."""
     tau1 = int(gd.final.step)
     start = truncate(gd, criteria._at(gd, tau1 / 10).step)
     steps = [c.step for c in gd.checkpoints if c.step > start.final.step]
-    cont = continue_flow(problem, start, tau1, checkpoints=steps, estimate_error=True, order=order, shadow=shadow)
+    cont = continue_flow(problem, start, tau1, checkpoints=steps, estimate_error=True, order=order, shadow=shadow,
+                         extended=extended)
     bounds = {c.step: deviation(c) for c in cont.checkpoints}
     if plant:
         cont = continue_flow(problem, start, tau1, checkpoints=steps, order=order, **plant)
@@ -72,17 +74,18 @@ def agreement(problem: Problem, gd, *, plant: dict | None = None, order: int = 1
 
 
 def continued(problem: Problem, gd, budgets, *, checked: bool = False, order: int = 1,
-              shadow: bool = False) -> tuple[object | None, str]:
+              shadow: bool = False, extended: bool = False) -> tuple[object | None, str]:
     """``(run, why)``: ``gd`` continued to the largest of ``budgets`` (checkpoints: log-spaced and every budget),
     or ``(None, why)`` when the continuation is not used: its bound failed over GD's last decade on this
     problem (:func:`agreement`; skipped when ``checked``: an earlier call on the same ``gd`` passed it), or
     its integrator failed before the first checkpoint.  Where the integrator fails in a later decade, ``run``
     ends with the decades completed before it and ``run.stopped`` says why (``continue_flow``'s ``partial``).
-    ``order`` and ``shadow`` as for :func:`agreement`: the check and the run use the same equation and bound."""
+    ``order``, ``shadow`` and ``extended`` as for :func:`agreement`: the check and the run use the same equation,
+    bound and arithmetic."""
     worst = float("nan")
     if not checked:
         try:
-            worst, where = agreement(problem, gd, order=order, shadow=shadow)
+            worst, where = agreement(problem, gd, order=order, shadow=shadow, extended=extended)
         except (FloatingPointError, ValueError, np.linalg.LinAlgError) as exc:
             return None, f"the continuation failed over GD's last decade: {exc}"
         if worst > 1.0:
@@ -90,7 +93,7 @@ def continued(problem: Problem, gd, budgets, *, checked: bool = False, order: in
     top = int(max(budgets))
     try:
         run = continue_flow(problem, gd, top, checkpoints=np.union1d(log_checkpoints(top), np.asarray(budgets)),
-                            partial=True, order=order, shadow=shadow)
+                            partial=True, order=order, shadow=shadow, extended=extended)
     except (FloatingPointError, ValueError, np.linalg.LinAlgError) as exc:
         return None, f"the continuation failed: {exc}"
     if run.stopped is not None and run.final.step == gd.final.step:

@@ -435,13 +435,15 @@ def _state(m: dict, ps, eta: float, b: int) -> str | None:
     return None
 
 
-def _engine(c, order: int, shadow: bool = False) -> str:
+def _engine(c, order: int, shadow: bool = False, extended: bool = False) -> str:
     """The engine of checkpoint ``c`` as a verdict's trail names it."""
     e = engine_of(c)
     if e != "continuation":
         return e
     if order == 2:
         return f"{e}, second order"
+    if extended:
+        e = f"{e}, extended precision"
     path = shadow and getattr(c, "gronwall_bound", None) is not None and c.gd_deviation_bound < c.gronwall_bound
     return f"{e}, path bound" if path else e
 
@@ -465,7 +467,13 @@ def _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, 
     factor and the path bound does not (``examples/section5_ambiguous_transit.json``: ``D`` = 3.9e3 at 2e12,
     the path bound 5e-3; the second order's ``D̃`` disagreed with GD over its last decade on a square-loss
     draw).  It costs a quadrature over the solve's accepted states (0.9 s against 0.14 s to 2e12 on that file,
-    benchmarks/bench_shadowing.py)."""
+    benchmarks/bench_shadowing.py).
+
+    Last, where both leave it undecided, the first order with the path bound again, with ``B``'s right-hand side
+    in extended precision (``continue_flow``'s ``extended``): late at a large step the bound is the right-hand
+    side's rounding ``eps t`` (:func:`theory.li2024.continuation.noise_atol`), which neither tighter bound
+    removes (``examples/section5_converging_at_the_rounding_floor.json``, ce, η = 4.5: 0.115 at 2e13 and 1.14
+    at 2e14, the rates' intervals across their line).  It is tried last because it costs a numpy solve."""
     out = _through_continuation(p, theory_problem, r, select, reject, note, ladder, anchored, shadow=True)
     if out is not None and not out[1].startswith(UNDECIDED):
         # Its reading stands unless it is undecided too: decided, or a premise not met where the tighter bound sees
@@ -477,9 +485,19 @@ def _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, 
     if out is not None and out[0] != "not judged":
         return out[0], f"{out[1]} (second-order continuation: the first order's bound was too wide)", out[2]
     why = r.pop("continuation_note", "").strip(" ()") if out is None else out[1]
+    from theory.li2024.continuation import EXTENDED_EPS
+
+    wider = "no floating type wider than float64 on this platform"
+    if EXTENDED_EPS is not None:
+        out = _through_continuation(p, theory_problem, r, select, reject, note, ladder, anchored, shadow=True,
+                                    extended=True)
+        if out is not None and not out[1].startswith(UNDECIDED):
+            return out[0], (f"{out[1]} (first-order continuation in extended precision with the path bound: the "
+                            f"float64 bounds were too wide)"), out[2]
+        wider = r.pop("continuation_note", "").strip(" ()") if out is None else out[1]
     outcome, text, last = undecided
     return (outcome, f"{text}; with the path bound: {path or 'not decided'}; second-order continuation: "
-                     f"{why or 'not decided'}", last)
+                     f"{why or 'not decided'}; in extended precision: {wider or 'not decided'}", last)
 
 
 # A selection that changes in the ladder's last decade leaves no settled decade to read a trend over, and a
@@ -497,7 +515,7 @@ EXTENSION_MAX = 2 * 10**14
 
 
 def _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, order, undecided, shadow=False,
-                      why="its selection changed in the decade before"):
+                      why="its selection changed in the decade before", extended=False):
     """``undecided`` (the ladder's last budget without a settled decade before it: its selection changed in
     that decade; or a direction converging but not yet aligned there, ``why``) judged again on the ladder
     extended by a decade (:data:`EXTENSION_MAX`), or, at the last extension, through the second order
@@ -506,7 +524,7 @@ def _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchor
     if top * 10 <= EXTENSION_MAX:
         # the same GD run and order: its agreement check already passed
         out = _through_continuation(p, theory_problem, r, select, reject, note, ladder + [top * 10], anchored, order,
-                                    checked=True, shadow=shadow)
+                                    checked=True, shadow=shadow, extended=extended)
         if out is not None:
             return out[0], f"{out[1]} (the ladder extended past {top:.0e}: {why})", \
                 out[2]
@@ -515,14 +533,15 @@ def _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchor
 
 
 def _through_continuation(p, theory_problem, r, select, reject, note, ladder=None, anchored=False, order=1,
-                          checked=False, shadow=False):
+                          checked=False, shadow=False, extended=False):
     """The budgets ``ladder`` (default ``10 τ₁, 100 τ₁, ...`` up to ``HORIZON``) through the continuation from
     GD's run in ``r`` (:mod:`theory.li2024.local_continuation`); None when the continuation is not used or
     decided nothing (``r`` then carries the reason in ``continuation_note``).  ``anchored``: ``τ₁`` is on the
     ladder and is judged on GD's own iterate (a re-run past a bound too wide to decide, below).  ``order``: the
     continuation's (1, or 2: GD's modified equation); ``checked``: its agreement check on this GD run already
     passed (the ladder extended past a late change of selection); ``shadow``: the first order with its bound on
-    GD's distance from the flow's path too (:func:`_second_order`)."""
+    GD's distance from the flow's path too (:func:`_second_order`); ``extended``: ``B``'s right-hand side in
+    extended precision (the same)."""
     from theory.core.decision import budget_ladder
     from theory.li2024 import local_continuation as lcont
 
@@ -530,7 +549,7 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
     tau1 = int(gd.final.step)
     ladder = [b for b in (ladder or budget_ladder(tau1, lcont.HORIZON)) if b > tau1 or (anchored and b == tau1)]
     # Most runs decide at the first continued budget: solve to it first, to the horizon only when needed.
-    run, why = lcont.continued(p, gd, ladder[:1], order=order, checked=checked, shadow=shadow)
+    run, why = lcont.continued(p, gd, ladder[:1], order=order, checked=checked, shadow=shadow, extended=extended)
     if run is None:
         r["continuation_note"] = f" (not escalated: {why})"
         return None
@@ -552,7 +571,7 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
 
     for b in ladder:
         if run.final.step < b and run.stopped is None:
-            run, why = lcont.continued(p, gd, ladder, checked=True, order=order, shadow=shadow)
+            run, why = lcont.continued(p, gd, ladder, checked=True, order=order, shadow=shadow, extended=extended)
             if run is None and early is not None:
                 return kept(why)
             if run is None:  # nothing decided through the continuation: GD takes over, as where it was refused
@@ -581,7 +600,7 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
         m = lcont.robust_measures(p, run, b, select, reject)
         ps = m["pseudo"]
         last = {"pseudo": ps, "true": true, "W": m["W"], "dW": m["dW"], "steps": m["steps"], "eta": r["eta"],
-                "step": r["step"], "traj": run, "engine": _engine(truncate(run, b).final, order, shadow),
+                "step": r["step"], "traj": run, "engine": _engine(truncate(run, b).final, order, shadow, extended),
                 "gd_deviation_bound": m["delta"],
                 "corr_pseudo": m.get("corr_nominal", float("nan")), "inc_pseudo": m.get("inc_nominal", float("nan")),
                 "corr_true": _corr(m["W"], true.W), "inc_true": _corr(m["dW"], true.W)}
@@ -644,7 +663,8 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
             again = {"traj": longer, "step": step, "eta": r["eta"], "steps": int(longer.final.step),
                      "not_judged": f"the continuation's bound was too wide at {b1:.0e}"}
             out = _through_continuation(p, theory_problem, again, select, reject, note,
-                                        [n for n in ladder if n >= b1], anchored=True, order=order, shadow=shadow)
+                                        [n for n in ladder if n >= b1], anchored=True, order=order, shadow=shadow,
+                                        extended=extended)
             if out is None or out[1].startswith(UNDECIDED):
                 # The bound resolves nothing past GD's own budget, or the continuation is refused from there: GD's
                 # reading stands where the GD path would end on it (a run without a ⇒ edge is not judged, not
@@ -677,7 +697,7 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
             # A selection that changed in the last decade, or in the one before it (the growth ratio at the top
             # then compares the settled decade with the change's): no settled span to judge at the top.
             return _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, order, undecided,
-                                     shadow)
+                                     shadow, extended=extended)
         if state in BOUND_LIMITED and order == 1 and not shadow:
             return _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, undecided)
         return undecided
@@ -694,7 +714,7 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
         undecided = "not judged", _unresolved(gamma, last["steps"], " steps-equivalent") + _skipped(skipped), last
         if prior not in settled_rates:  # no settled decade before the top: its selection changed late
             return _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, order, undecided,
-                                     shadow)
+                                     shadow, extended=extended)
         nominal = {n: q for n, _, q, *_ in history}
         if gamma <= criteria.TREND_HOLD and prior in nominal and top in nominal and _gamma(
                 (prior, nominal[prior]), (top, nominal[top]), last["pseudo"].svm.norm, r["eta"]) <= criteria.TREND_HOLD:
@@ -702,7 +722,8 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
             # not yet below the escalated line: judged again a decade later, up to EXTENSION_MAX.  (Where only the
             # bound makes γ converging, the tighter bounds come first: below.)
             return _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, order, undecided,
-                                     shadow, why=f"converging (γ = {gamma:.3g}) but not yet aligned there")
+                                     shadow, why=f"converging (γ = {gamma:.3g}) but not yet aligned there",
+                                     extended=extended)
         # γ is read between the least rate at the top and the largest a decade before, over every W within the
         # bound: a bound of a few per cent of the increment can turn a settled misalignment's γ = 1 into a
         # "converging" one (a square-loss draw of a fresh stress seed: nominal rates 6.21, 6.95 at 2e11, 2e12,

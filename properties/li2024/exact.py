@@ -1,0 +1,57 @@
+"""A 40-digit evaluation of Li et al.'s loss gradient in the scores, written from the model's definition with
+mpmath and sharing no code with ``theory/``: the reference the extended-precision right-hand side is measured
+against (``test_extended_precision``).  Not a test module.
+
+The model (Section 2, and Section 5's losses): sample ``i`` with query token ``q`` and token counts ``c`` attends
+to token ``t`` with weight ``a_t ∝ c_t exp(A[t, q])``; the head ``H`` maps ``a`` to ``u = H[y] · a`` (the log,
+square and exp losses: ``-log u``, ``(1 - u)²``, ``e^{-u}``) or to class logits ``z = H a`` (``ce``:
+``-log softmax(z)_y``; ``lsq``: ``(1 - softmax(z)_y)²``).  ``L = (1/n) Σ_i ℓ_i`` and ``G = dL/dA``:
+``dℓ/dA[t, q] = a_t (g_t - Σ_u a_u g_u)`` with ``g = dℓ/da``, collected in column ``q``.
+"""
+from __future__ import annotations
+
+import mpmath as mp
+import numpy as np
+
+__all__ = ["score_gradient"]
+
+DIGITS = 40
+
+
+def _dl_da(loss: str, H, a: dict, y: int) -> dict:
+    """``dℓ/da_t`` for the tokens present (the keys of ``a``)."""
+    if loss in ("ce", "lsq"):
+        z = [mp.fsum(H[k][t] * a[t] for t in a) for k in range(len(H))]
+        top = max(z)
+        e = [mp.exp(v - top) for v in z]
+        total = mp.fsum(e)
+        p = [v / total for v in e]
+        r = [p[k] - (1 if k == y else 0) for k in range(len(p))]
+        scale = 2 * p[y] * (1 - p[y]) if loss == "lsq" else 1
+        return {t: scale * mp.fsum(H[k][t] * r[k] for k in range(len(r))) for t in a}
+    u = mp.fsum(H[y][t] * a[t] for t in a)
+    coef = {"log": -1 / u, "square": -2 * (1 - u), "exp": -mp.exp(-u)}[loss]
+    return {t: coef * H[y][t] for t in a}
+
+
+def score_gradient(A: np.ndarray, *, H: np.ndarray, queries, labels, counts, loss: str) -> list[list]:
+    """``G = dL/dA`` (K x K, mpmath numbers at :data:`DIGITS` digits) at scores ``A``, every input taken as the
+    exact value of its float64 entries.  ``queries``, ``labels``: one per sample; ``counts``: n x K."""
+    with mp.workdps(DIGITS):
+        K = A.shape[0]
+        Am = [[mp.mpf(float(v)) for v in row] for row in A]
+        Hm = [[mp.mpf(float(v)) for v in row] for row in H]
+        n = len(queries)
+        G = [[mp.mpf(0) for _ in range(K)] for _ in range(K)]
+        for q, y, c in zip(queries, labels, counts):
+            q, y = int(q), int(y)
+            logits = {t: Am[t][q] + mp.log(int(c[t])) for t in range(K) if c[t] > 0}
+            top = max(logits.values())
+            e = {t: mp.exp(v - top) for t, v in logits.items()}
+            total = mp.fsum(e.values())
+            a = {t: v / total for t, v in e.items()}
+            g = _dl_da(loss, Hm, a, y)
+            mean = mp.fsum(a[t] * g[t] for t in a)
+            for t in a:
+                G[t][q] += a[t] * (g[t] - mean) / n
+        return G

@@ -1,0 +1,88 @@
+"""The continuation's right-hand side in extended precision (``continue_flow(..., extended=True)``), measured.
+
+Late at a large step the Section 5 bound is the right-hand side's own rounding: ``G``'s in-SCC entries are sums
+of O(1) terms that cancel to ``O(1/t)``, so ``e^s G`` is exact only to ``~eps t``, and ``B``'s tolerance floor
+and ``D``'s rounding forcing are of that size (``theory.li2024.continuation.noise_atol``).  The extended
+right-hand side claims the same floor at the wider type's unit roundoff.  Checked here against a 40-digit
+evaluation that shares no code with ``theory/`` (``properties/li2024/exact.py``): at a late state the extended
+right-hand side is within its claimed floor of it, and far closer than float64's; and the draw of a fresh stress
+seed that the float64 bounds left undecided is decided through it.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from properties.li2024.exact import score_gradient
+from theory.core.problem import Problem
+from theory.li2024 import continuation
+from theory.li2024 import local_convergence as lc
+from theory.li2024.continuation import EXTENDED_EPS, _Flow, continue_flow, noise_atol
+
+FLOOR = "examples/section5_converging_at_the_rounding_floor.json"  # ce, η = 4.5
+LATE = [FLOOR, "examples/section5_converging_past_horizon.json"]  # and lsq, η = 0.19
+START, LATE_STEPS = 200_000, 2 * 10**12
+
+needs_extended = pytest.mark.skipif(EXTENDED_EPS is None, reason="numpy's longdouble is float64 on this platform")
+
+
+def _rhs_errors(p: Problem, W: np.ndarray, eta: float, steps: int) -> dict:
+    """Per arithmetic: (largest |rhs - 40-digit rhs| over B's entries, the floor the continuation claims)."""
+    s = float(np.log(eta * steps))
+    out = {}
+    for extended in (False, True):
+        flow = _Flow(p, W, eta, extended=extended)
+        y = np.zeros(flow.n + 1)
+        rhs = flow._first_order_rhs(s, y)[:flow.n]
+        G = score_gradient(flow.A1, H=p.H, queries=p.queries, labels=p.label_array, counts=p.counts, loss=p.loss)
+        t = np.exp(s)
+        exact = np.array([float(t * G[k][q]) for k in range(p.K) for q in flow.Q])
+        claimed = noise_atol(t, 0.0, flow.rounding_noise(s, y), flow.eps)
+        out["extended" if extended else "float64"] = (float(np.max(np.abs(rhs - exact))), claimed)
+    return out
+
+
+@needs_extended
+@pytest.mark.theorem("Section 5")
+@pytest.mark.parametrize("name", LATE)
+def test_the_extended_right_hand_side_is_within_its_floor_of_a_40_digit_evaluation(name):
+    """At the continuation's state at 2e12 steps-equivalent both arithmetics are within their claimed floors of
+    the 40-digit right-hand side, and the extended one at least 100 times closer than float64's.  Measured: ce,
+    1.9e-8 against 8.7e-5 (floors 9.8e-7 and 2.0e-3); lsq, 2.3e-9 against 3.8e-6 (floors 4.2e-8 and 8.6e-5).
+    Planted: the data (weights, counts, head) left in float64 puts the extended one at 9.5e-7 (ce, 91 times
+    closer than float64's) and 5.8e-7 (lsq, 14 times its floor)."""
+    p = Problem.load(name)
+    gd, _ = lc.train_section5(p, START)
+    late = continue_flow(p, gd, LATE_STEPS)
+    errors = _rhs_errors(p, late.final.W, gd.eta, LATE_STEPS)
+    (err64, floor64), (err_ext, floor_ext) = errors["float64"], errors["extended"]
+    assert err64 <= floor64, errors
+    assert err_ext <= floor_ext, errors
+    assert err_ext * 100 <= err64, errors
+
+
+@needs_extended
+@pytest.mark.slow
+@pytest.mark.theorem("Section 5")
+def test_a_draw_at_the_rounding_floor_is_decided_in_extended_precision():
+    """The draw of a fresh stress seed the float64 continuation left undecided (ce, η = 4.5: its rate 5.93 and
+    5.58 at 2e13 and 2e14 against the line 6, with the bound 0.115 and 1.14 there, nearly all ``eps t``) is
+    aligned through the extended-precision pass, and only through it: its reason says the float64 first order,
+    path bound and second order were too wide (each of those is tried first, in that order)."""
+    p = Problem.load(FLOOR)
+    outcome, why, r = lc.verdict(p, p.replace(head=None, loss="log"))
+    assert outcome == "aligned", why
+    assert "in extended precision with the path bound: the float64 bounds were too wide" in why, why
+    assert r["engine"].startswith("continuation, extended precision"), r["engine"]
+
+
+def test_extended_precision_is_refused_where_the_platform_has_no_wider_type(monkeypatch):
+    """Where numpy's longdouble is float64 (Windows, macOS on arm) the continuation says so and runs nothing:
+    a bound claimed at a unit roundoff the arithmetic does not have would not be a bound."""
+    p = Problem.load(FLOOR)
+    gd, _ = lc.train_section5(p, 20_000)
+    monkeypatch.setattr(continuation, "EXTENDED_EPS", None)
+    with pytest.raises(ValueError, match="no floating type wider than float64"):
+        continue_flow(p, gd, 200_000, extended=True)
+    assert continue_flow(p, gd, 200_000).final.step == 200_000
+
