@@ -13,7 +13,7 @@ from __future__ import annotations
 import mpmath as mp
 import numpy as np
 
-__all__ = ["score_gradient"]
+__all__ = ["score_gradient", "scores"]
 
 DIGITS = 40
 
@@ -34,12 +34,26 @@ def _dl_da(loss: str, H, a: dict, y: int) -> dict:
     return {t: coef * H[y][t] for t in a}
 
 
-def score_gradient(A: np.ndarray, *, H: np.ndarray, queries, labels, counts, loss: str) -> list[list]:
-    """``G = dL/dA`` (K x K, mpmath numbers at :data:`DIGITS` digits) at scores ``A``, every input taken as the
-    exact value of its float64 entries.  ``queries``, ``labels``: one per sample; ``counts``: n x K."""
+def scores(A1: np.ndarray, M: np.ndarray, Y: np.ndarray, MQQ: np.ndarray, Q) -> list[list]:
+    """The scores ``A1 - M B M`` with ``B`` zero outside the query columns ``Q`` (``Y = B[:, Q]``), at
+    :data:`DIGITS` digits from the exact values of the float64 inputs (K x K mpmath numbers)."""
     with mp.workdps(DIGITS):
-        K = A.shape[0]
-        Am = [[mp.mpf(float(v)) for v in row] for row in A]
+        K, nq = len(A1), len(Q)
+        A = [[mp.mpf(float(v)) for v in row] for row in A1]
+        MY = [[mp.fsum(mp.mpf(float(M[i, k])) * mp.mpf(float(Y[k, j])) for k in range(K)) for j in range(nq)]
+              for i in range(K)]
+        for i in range(K):
+            for jj, j in enumerate(Q):
+                A[i][int(j)] -= mp.fsum(MY[i][l] * mp.mpf(float(MQQ[l, jj])) for l in range(nq))
+        return A
+
+
+def score_gradient(A, *, H: np.ndarray, queries, labels, counts, loss: str) -> list[list]:
+    """``G = dL/dA`` (K x K, mpmath numbers at :data:`DIGITS` digits) at scores ``A`` (float64 entries taken as
+    exact, or :func:`scores`).  ``queries``, ``labels``: one per sample; ``counts``: n x K."""
+    with mp.workdps(DIGITS):
+        K = len(A)
+        Am = [[mp.mpf(v) if isinstance(v, mp.mpf) else mp.mpf(float(v)) for v in row] for row in A]
         Hm = [[mp.mpf(float(v)) for v in row] for row in H]
         n = len(queries)
         G = [[mp.mpf(0) for _ in range(K)] for _ in range(K)]
