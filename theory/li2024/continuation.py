@@ -107,7 +107,7 @@ __all__ = ["Agreement", "ContinuationCheckpoint", "ContinuationFailed", "Continu
 
 RTOL, ATOL = 1e-10, 1e-12
 # The unit roundoff of numpy's longdouble where the platform's is wider than float64 (x86-64: the 80-bit type,
-# 1.08e-19), else None: the precision of continue_flow(..., extended=True)'s right-hand side for B.
+# 1.08e-19), else None: the precision of ``continue_flow(..., extended=True)``'s right-hand side for ``B``.
 EXTENDED_EPS = float(np.finfo(np.longdouble).eps) if np.finfo(np.longdouble).eps < EPS else None
 # The tolerance on ln D for a non-convex loss (``_LogBound``): a relative tolerance on D.  D is a tolerance on W
 # needed to a few per cent.  Late, ``||H g||`` is evaluated on a gradient whose in-SCC entries are exact only to
@@ -734,9 +734,10 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
         loss only; it costs a quadrature over the solve's accepted states.
     extended : bool
         ``B``'s right-hand side in numpy's longdouble (``_Flow._extended_rhs``), and with it the tolerance floor
-        and the rounding forcing at its unit roundoff (:data:`EXTENDED_EPS`, 1/2048 of float64's on x86-64):
-        for late budgets at a large step, where ``eps t`` is the bound.  First order only; numpy (about 10x the
-        compiled kernel's cost per evaluation); ``ValueError`` where the platform has no wider type.
+        and the rounding forcing at its unit roundoff (``EXTENDED_EPS``, 1/2048 of float64's on x86-64):
+        for late budgets at a large step, where ``eps t`` is the bound.  First order only; numpy, 1.5-3.7 times
+        the float64 solve's wall time to 2e14 on the Section 5 examples (``benchmarks/bench_extended.py``);
+        ``ValueError`` where the platform has no wider type.
     partial : bool
         Where the integrator fails in a later decade (it stalls at every stage, or the state becomes
         non-finite), return the checkpoints of the decades completed before it, with ``stopped`` saying why,
