@@ -90,3 +90,22 @@ def test_extended_precision_is_refused_where_the_platform_has_no_wider_type(monk
         continue_flow(p, gd, 200_000, extended=True)
     assert continue_flow(p, gd, 200_000).final.step == 200_000
 
+
+
+@needs_extended
+@pytest.mark.theorem("Section 5")
+@pytest.mark.parametrize("name", ["section5_symmetric_saddle", "section5_stationary_start"])
+def test_the_check_over_gds_last_decade_refuses_an_escape_seeded_by_the_continuations_rounding(name):
+    """At a stationary point GD's arithmetic keeps exactly (``W`` ~ 1e-11 and 0 at 2e6 steps), the
+    continuation's own rounding seeds an escape (``||W||`` 8.1 and 60 at 2e6 in extended precision).  Its bound
+    is first-order, linear in the seed: in float64 the seed is 2048 times larger and the bound (898 and 921 at
+    2e12) covers the escape; in extended precision it does not (0.056 and 2.3 at 2e6).  What keeps a verdict off
+    such a run is the check over GD's last decade (:func:`theory.li2024.local_continuation.agreement`), run with
+    the same arithmetic: measured 149 and 25.8 times the bound there (0.10 and 0.25 in float64)."""
+    from theory.li2024.local_continuation import agreement
+
+    p = Problem.load(f"examples/{name}.json")
+    gd, _ = lc.train_section5(p, 2_000_000)
+    assert agreement(p, gd, shadow=True)[0] <= 1.0
+    worst, where = agreement(p, gd, shadow=True, extended=True)
+    assert worst > 1.0, where
