@@ -84,6 +84,46 @@ def pytest_sessionstart(session):
     _import_project_modules()
 
 
+# numba compiles each kernel once per process unless its on-disk cache has it (cache=True).  On a clean clone both
+# xdist workers compiled every kernel side by side (engine.warm_up alone ~39 s, the factor engine and the
+# continuation's kernels ~40 s more, mostly type inference): measured, the clean-clone CI run took 930 s of pytest
+# where a warm cache gave ~800 s.  The controller fills the cache first, in two processes at once (~40 s); the
+# workers then load the kernels.  A warm cache makes this a second of imports.
+_KERNELS = (
+    "from theory.li2024.engine import warm_up; warm_up()",
+    "from theory.li2024.factor_engine import warm_up; warm_up()\n"
+    "from theory.core.problem import Problem\n"
+    "from theory.li2024.continuation import continue_flow\n"
+    "from theory.li2024.losses import safe_step\n"
+    "from theory.li2024.training import train\n"
+    "for f in ('examples/section5_counterexample.json', 'examples/li_cyclic_trial0.json'):\n"
+    "    p = Problem.load(f)\n"
+    "    continue_flow(p, train(p, 200, safe_step(p), engine='numpy'), 20000)\n",
+)
+
+
+def _fill_kernel_cache(config) -> None:
+    import subprocess
+    import sys
+    import time
+
+    t0 = time.perf_counter()
+    print("compiling the numba kernels once for the workers (a second when cached) ...", file=sys.stderr, flush=True)
+    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=config.rootpath, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True) for code in _KERNELS]
+    for proc in procs:
+        _, err = proc.communicate()
+        if proc.returncode:  # not fatal: the workers compile what is missing, as before
+            print(f"note: a kernel warm-up failed (the workers will compile): {err.strip()[-300:]}", file=sys.stderr)
+    print(f"kernels ready in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+
+
+def pytest_configure(config):
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput") \
+            and not config.option.collectonly:
+        _fill_kernel_cache(config)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """xdist's ``worksteal`` schedule unless the command names one (``--dist``): a worker that runs out takes

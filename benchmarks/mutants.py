@@ -189,7 +189,7 @@ MUTANTS = [
            "theory/li2024/local_convergence.py", "        if run.final.step < b and run.stopped is None:",
            "        if run.final.step < b:"),
     Mutant("noise-floor-assumed", "B's tolerance ignores the rounding noise measured on the problem",
-           "theory/li2024/continuation.py", "    return max(atol, EPS * t, measured)", "    return max(atol, EPS * t)"),
+           "theory/li2024/continuation.py", "    return max(atol, eps * t, measured)", "    return max(atol, eps * t)"),
     Mutant("kkt-residual-unchecked", "the stationarity residual keeps the first solver's answer",
            "theory/li2024/factorized_claims.py", "        if np.isfinite(out) and out <= 1.0 + 1e-9:",
            "        if True:"),
