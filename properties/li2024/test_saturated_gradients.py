@@ -15,6 +15,7 @@ import pytest
 from hypothesis import event, example, given, note
 from hypothesis import strategies as st
 
+from properties.li2024.exact import mp_score_gradient
 from theory.li2024.engine import gd_compiled
 from theory.li2024.losses import TokenData, _per_sample, loss_grad_and_floor
 from theory.core.problem import Problem
@@ -22,7 +23,6 @@ from theory.li2024.training import gd_numpy
 
 pytestmark = pytest.mark.theorem("Engine")
 
-DIGITS = 50
 MP_REL = 1e-8  # agreement with the 50-digit reference, relative to the largest entry
 SUM_REL = 1e-12  # |sum_t ds_t| relative to the largest |ds_t|
 
@@ -68,42 +68,6 @@ def scores_matrix(s) -> np.ndarray:
     A = np.zeros((len(s), len(s)))
     A[:, 0] = s  # the sample's query is token 0: its scores are column 0
     return A
-
-
-def mp_score_gradient(s, counts, H, y, loss) -> np.ndarray:
-    """dl/ds to 50 significant digits, pairwise form, straight from the definitions.
-
-    The definitions themselves cancel: ``1 - u`` for ``square`` with ``u = a_y ~ 1 - e^{-margin}`` loses
-    ``margin / ln 10`` digits (up to 304 at a margin of 700; stress-found: at a fixed 50 digits the
-    reference was the inaccurate side).  So the working precision is 50 digits plus those."""
-    K = len(s)
-    idx = [t for t in range(K) if counts[t] > 0]
-    spread = float(max(s[t] for t in idx) - min(s[t] for t in idx)) + float(np.log(max(counts)))
-    with mpmath.workdps(DIGITS + int(spread / np.log(10.0)) + 10):
-        logits = {t: mpmath.mpf(float(s[t])) + mpmath.log(mpmath.mpf(float(counts[t]))) for t in idx}
-        top = max(logits.values())
-        ex = {t: mpmath.exp(logits[t] - top) for t in idx}
-        S = mpmath.fsum(ex.values())
-        a = {t: ex[t] / S for t in idx}
-        Hm = [[mpmath.mpf(float(H[i, j])) for j in range(K)] for i in range(K)]
-        if loss in ("ce", "lsq"):
-            z = [mpmath.fsum(Hm[lab][t] * a[t] for t in idx) for lab in range(K)]
-            zt = max(z)
-            pe = [mpmath.exp(v - zt) for v in z]
-            ps = mpmath.fsum(pe)
-            p = [v / ps for v in pe]
-            pme = [p[lab] if lab != y else -mpmath.fsum(p[o] for o in range(K) if o != y) for lab in range(K)]
-            if loss == "lsq":  # l = (1 - p_y)^2 = (sum_{o != y} p_o)^2: dl/dz = 2 p_y (1 - p_y) (p - e_y)
-                pme = [2 * p[y] * mpmath.fsum(p[o] for o in range(K) if o != y) * v for v in pme]
-            g = {t: mpmath.fsum(Hm[lab][t] * pme[lab] for lab in range(K)) for t in idx}
-        else:
-            u = mpmath.fsum(Hm[y][t] * a[t] for t in idx)
-            coef = {"log": -1 / u, "square": -2 * (1 - u), "exp": -mpmath.exp(-u)}[loss]
-            g = {t: coef * Hm[y][t] for t in idx}
-        out = np.zeros(K)
-        for t in idx:
-            out[t] = float(a[t] * mpmath.fsum(a[j] * (g[t] - g[j]) for j in idx))
-        return out
 
 
 def engine_score_gradient(s, counts, H, y, loss) -> np.ndarray:
