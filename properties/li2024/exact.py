@@ -1,6 +1,7 @@
-"""A 40-digit evaluation of Li et al.'s loss gradient in the scores, written from the model's definition with
-mpmath and sharing no code with ``theory/``: the reference the extended-precision right-hand side is measured
-against (``test_extended_precision``).  Not a test module.
+"""High-precision evaluations of Li et al.'s loss gradient in the scores, written from the model's definition
+with mpmath and sharing no code with ``theory/``: one sample's ``dl/ds`` at 50 digits (the reference of the
+saturated-gradient tests) and the whole ``G`` at 40 (the reference the extended-precision right-hand side is
+measured against, ``test_extended_precision``).  Not a test module.
 
 The model (Section 2, and Section 5's losses): sample ``i`` with query token ``q`` and token counts ``c`` attends
 to token ``t`` with weight ``a_t ∝ c_t exp(A[t, q])``; the head ``H`` maps ``a`` to ``u = H[y] · a`` (the log,
@@ -11,70 +12,47 @@ square and exp losses: ``-log u``, ``(1 - u)²``, ``e^{-u}``) or to class logits
 from __future__ import annotations
 
 import mpmath
-import mpmath as mp
 import numpy as np
 
-__all__ = ["mp_score_gradient", "score_gradient", "scores"]
+__all__ = ["mp_sample_gradient", "mp_score_gradient", "score_gradient", "scores"]
 
 DIGITS = 40
-SAMPLE_DIGITS = 50  # mp_score_gradient's, on top of the digits its own definitions cancel
-
-
-def _dl_da(loss: str, H, a: dict, y: int) -> dict:
-    """``dℓ/da_t`` for the tokens present (the keys of ``a``)."""
-    if loss in ("ce", "lsq"):
-        z = [mp.fsum(H[k][t] * a[t] for t in a) for k in range(len(H))]
-        top = max(z)
-        e = [mp.exp(v - top) for v in z]
-        total = mp.fsum(e)
-        p = [v / total for v in e]
-        r = [p[k] - (1 if k == y else 0) for k in range(len(p))]
-        scale = 2 * p[y] * (1 - p[y]) if loss == "lsq" else 1
-        return {t: scale * mp.fsum(H[k][t] * r[k] for k in range(len(r))) for t in a}
-    u = mp.fsum(H[y][t] * a[t] for t in a)
-    coef = {"log": -1 / u, "square": -2 * (1 - u), "exp": -mp.exp(-u)}[loss]
-    return {t: coef * H[y][t] for t in a}
+SAMPLE_DIGITS = 50  # mp_sample_gradient's, on top of the digits its own definitions cancel
 
 
 def scores(A1: np.ndarray, M: np.ndarray, Y: np.ndarray, MQQ: np.ndarray, Q) -> list[list]:
     """The scores ``A1 - M B M`` with ``B`` zero outside the query columns ``Q`` (``Y = B[:, Q]``), at
     :data:`DIGITS` digits from the exact values of the float64 inputs (K x K mpmath numbers)."""
-    with mp.workdps(DIGITS):
+    with mpmath.workdps(DIGITS):
         K, nq = len(A1), len(Q)
-        A = [[mp.mpf(float(v)) for v in row] for row in A1]
-        MY = [[mp.fsum(mp.mpf(float(M[i, k])) * mp.mpf(float(Y[k, j])) for k in range(K)) for j in range(nq)]
-              for i in range(K)]
+        A = [[mpmath.mpf(float(v)) for v in row] for row in A1]
+        MY = [[mpmath.fsum(mpmath.mpf(float(M[i, k])) * mpmath.mpf(float(Y[k, j])) for k in range(K))
+               for j in range(nq)] for i in range(K)]
         for i in range(K):
             for jj, j in enumerate(Q):
-                A[i][int(j)] -= mp.fsum(MY[i][l] * mp.mpf(float(MQQ[l, jj])) for l in range(nq))
+                A[i][int(j)] -= mpmath.fsum(MY[i][l] * mpmath.mpf(float(MQQ[l, jj])) for l in range(nq))
         return A
 
 
 def score_gradient(A, *, H: np.ndarray, queries, labels, counts, loss: str) -> list[list]:
-    """``G = dL/dA`` (K x K, mpmath numbers at :data:`DIGITS` digits) at scores ``A`` (float64 entries taken as
-    exact, or :func:`scores`).  ``queries``, ``labels``: one per sample; ``counts``: n x K."""
-    with mp.workdps(DIGITS):
-        K = len(A)
-        Am = [[mp.mpf(v) if isinstance(v, mp.mpf) else mp.mpf(float(v)) for v in row] for row in A]
-        Hm = [[mp.mpf(float(v)) for v in row] for row in H]
-        n = len(queries)
-        G = [[mp.mpf(0) for _ in range(K)] for _ in range(K)]
+    """``G = dL/dA`` (K x K, mpmath numbers) at scores ``A`` (float64 entries taken as exact, or :func:`scores`):
+    :func:`mp_sample_gradient` per sample, summed over the samples at :data:`DIGITS` digits, no rounding
+    between (the in-SCC sums cancel to ``O(1/t)`` late).  ``queries``, ``labels``: one per sample;
+    ``counts``: n x K."""
+    K, n = len(A), len(queries)
+    G = [[mpmath.mpf(0) for _ in range(K)] for _ in range(K)]
+    with mpmath.workdps(DIGITS):
         for q, y, c in zip(queries, labels, counts):
-            q, y = int(q), int(y)
-            logits = {t: Am[t][q] + mp.log(int(c[t])) for t in range(K) if c[t] > 0}
-            top = max(logits.values())
-            e = {t: mp.exp(v - top) for t, v in logits.items()}
-            total = mp.fsum(e.values())
-            a = {t: v / total for t, v in e.items()}
-            g = _dl_da(loss, Hm, a, y)
-            mean = mp.fsum(a[t] * g[t] for t in a)
-            for t in a:
-                G[t][q] += a[t] * (g[t] - mean) / n
-        return G
+            q = int(q)
+            column = [A[t][q] for t in range(K)]
+            for t, v in mp_sample_gradient(column, c, H, int(y), loss).items():
+                G[t][q] += v / n
+    return G
 
 
-def mp_score_gradient(s, counts, H, y, loss) -> np.ndarray:
-    """dl/ds to 50 significant digits, pairwise form, straight from the definitions.
+def mp_sample_gradient(s, counts, H, y, loss) -> dict:
+    """dl/ds of one sample (scores ``s``: float64 entries taken as exact, or mpmath numbers), ``{token: mpf}``
+    over the tokens present, to 50 significant digits, pairwise form, straight from the definitions.
 
     The definitions themselves cancel: ``1 - u`` for ``square`` with ``u = a_y ~ 1 - e^{-margin}`` loses
     ``margin / ln 10`` digits (up to 304 at a margin of 700; stress-found: at a fixed 50 digits the
@@ -83,7 +61,7 @@ def mp_score_gradient(s, counts, H, y, loss) -> np.ndarray:
     idx = [t for t in range(K) if counts[t] > 0]
     spread = float(max(s[t] for t in idx) - min(s[t] for t in idx)) + float(np.log(max(counts)))
     with mpmath.workdps(SAMPLE_DIGITS + int(spread / np.log(10.0)) + 10):
-        logits = {t: mpmath.mpf(float(s[t])) + mpmath.log(mpmath.mpf(float(counts[t]))) for t in idx}
+        logits = {t: _mpf(s[t]) + mpmath.log(mpmath.mpf(float(counts[t]))) for t in idx}
         top = max(logits.values())
         ex = {t: mpmath.exp(logits[t] - top) for t in idx}
         S = mpmath.fsum(ex.values())
@@ -103,7 +81,16 @@ def mp_score_gradient(s, counts, H, y, loss) -> np.ndarray:
             u = mpmath.fsum(Hm[y][t] * a[t] for t in idx)
             coef = {"log": -1 / u, "square": -2 * (1 - u), "exp": -mpmath.exp(-u)}[loss]
             g = {t: coef * Hm[y][t] for t in idx}
-        out = np.zeros(K)
-        for t in idx:
-            out[t] = float(a[t] * mpmath.fsum(a[j] * (g[t] - g[j]) for j in idx))
-        return out
+        return {t: a[t] * mpmath.fsum(a[j] * (g[t] - g[j]) for j in idx) for t in idx}
+
+
+def mp_score_gradient(s, counts, H, y, loss) -> np.ndarray:
+    """:func:`mp_sample_gradient` rounded to float64 (K entries, 0 for the tokens absent)."""
+    out = np.zeros(len(s))
+    for t, v in mp_sample_gradient(s, counts, H, y, loss).items():
+        out[t] = float(v)
+    return out
+
+
+def _mpf(v):
+    return v if isinstance(v, mpmath.mpf) else mpmath.mpf(float(v))
