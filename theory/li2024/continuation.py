@@ -178,8 +178,6 @@ class ContinuedTrajectory(Trajectory):
     stopped: str | None = None
     # 1: the gradient flow; 2: GD's modified equation (theory.li2024.modified_flow)
     order: int = 1
-    # B's right-hand side in extended precision (continue_flow's extended)
-    extended: bool = False
 
 
 class _Flow:
@@ -759,7 +757,7 @@ def continue_flow(problem: Problem, traj: Trajectory, steps: int, analysis: Anal
     later = np.unique(later[later > tau1])
     base = ContinuedTrajectory(list(traj.checkpoints), traj.eta, False, traj.seconds,
                                continued_from=getattr(traj, "continued_from", tau1) if engine_of(traj.final) != "gd"
-                               else tau1, method=method, rtol=rtol, atol=atol, order=order, extended=extended)
+                               else tau1, method=method, rtol=rtol, atol=atol, order=order)
     if len(later) == 0:
         return base
     if engine_of(traj.final) != "gd":
