@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 from properties.helpers import describe, note_problem, plant_stall_past
 from properties.judging import margin, not_judged, scaled
@@ -32,7 +33,7 @@ from theory.li2024 import criteria
 from theory.li2024.analysis import analyze
 from theory.li2024.continuation import bounds_of, compare, continue_flow, engine_of
 from theory.li2024.losses import safe_step
-from theory.li2024.training import resume, train, truncate
+from theory.li2024.training import log_checkpoints, resume, train, truncate
 
 START, BUDGET = 10**5, 10**6
 PLANTS = {"wrong sign of the step": {"sign": -1.0}, "time map off by 2": {"time_scale": 2.0}}
@@ -238,3 +239,17 @@ def test_budgets_before_a_failed_decade_come_from_the_one_solve_to_the_top(monke
     with pytest.raises(ContinuationFailed, match="planted stall"):
         esc(traj, 1000 * tau1)
     assert solves[1:] == [1000 * tau1], solves
+
+
+@given(steps=st.integers(1, 2**62),
+       per_decade=st.integers(1, 16))
+def test_log_checkpoints_end_at_the_last_step(steps, per_decade):
+    """The continuation's checkpoints (``log_checkpoints``) at every budget its ladder reaches, 2e17 in extended
+    precision and beyond: sorted, distinct, from 0 to ``steps`` and none past it, with distinct ``ln τ`` (the
+    solver refuses a repeated time).  Past 2^53 logspace's last point used to round above ``steps``
+    (20000000000000004 for 2e16), a checkpoint after the last with the same ``ln τ``, and the extended ladder's
+    solve to 2e16 failed on it."""
+    cps = log_checkpoints(steps, per_decade)
+    assert cps[0] == 0 and cps[-1] == steps, cps[-3:]
+    assert np.all(np.diff(cps) > 0), cps
+    assert np.all(np.diff(np.log(cps[1:].astype(float))) > 0), cps[-3:]

@@ -54,6 +54,9 @@ def log_checkpoints(steps: int, per_decade: int = 8) -> np.ndarray:
     if steps <= 0:
         return np.array([0])
     pts = np.unique(np.round(np.logspace(0, np.log10(steps), max(2, int(per_decade * np.log10(steps + 1)) + 1))))
+    # Past 2^53 logspace's last point rounds above ``steps`` (2e16 -> 20000000000000004): kept, it was a checkpoint
+    # after the last, and one whose ln(η τ) equals the last's, which the continuation's solver refuses.
+    pts = pts[pts < steps]
     return np.unique(np.concatenate([[0], pts.astype(np.int64), [steps]]))
 
 
