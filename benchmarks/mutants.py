@@ -159,7 +159,7 @@ MUTANTS = [
            "    top, prior = ladder[-1], (ladder[-2] if len(ladder) > 1 else None)",
            "    top, prior = ladder[-1], next((b for b in ladder if b in settled_rates and b < ladder[-1]), None)"),
     Mutant("section5-no-rerun-from-gd", "Section 5 never re-runs GD where the bound was too wide within its reach",
-           "theory/li2024/local_convergence.py", "    if state in BOUND_LIMITED and limited and (shadow or order == 2):",
+           "theory/li2024/local_convergence.py", "    if state in BOUND_LIMITED and limited and variant != lcont.FIRST_ORDER:",
            "    if False:"),
     Mutant("path-bound-full-curvature", "the path bound grows at Grönwall's full rate, not on the velocity's normal space",
            "theory/li2024/shadowing.py", "    return t * normal_curvature(S, v), float(np.linalg.norm(v))",
@@ -169,7 +169,7 @@ MUTANTS = [
            "    return t * normal_curvature(S, v), float(np.linalg.norm(v)), float(np.linalg.norm(S @ v)), 0.0, alpha"),
     Mutant("path-bound-not-tried", "Section 5 never judges the ladder again with the path bound",
            "theory/li2024/local_convergence.py",
-           "    out = _through_continuation(p, theory_problem, r, select, reject, note, ladder, anchored, shadow=True)",
+           "    out = _through_continuation(p, theory_problem, r, select, reject, note, ladder, anchored, lcont.PATH_BOUND)",
            "    out = None"),
     Mutant("extended-precision-not-tried", "Section 5 never judges the ladder again in extended precision",
            "theory/li2024/local_convergence.py", "    if EXTENDED_EPS is not None:", "    if False:"),
@@ -179,6 +179,10 @@ MUTANTS = [
     Mutant("extended-data-in-float64", "the extended right-hand side keeps the data (weights, counts, head) in float64",
            "theory/li2024/continuation.py", "        _, G = loss_and_grad_scores(A, self.data_extended)",
            "        _, G = loss_and_grad_scores(A, self.data)"),
+    Mutant("agreement-checks-another-variant", "the agreement check solves the plain first order whatever the run's "
+           "bound and arithmetic", "theory/li2024/local_continuation.py",
+           "    cont = continue_flow(problem, start, tau1, checkpoints=steps, estimate_error=True, **variant.options())",
+           "    cont = continue_flow(problem, start, tau1, checkpoints=steps, estimate_error=True, order=variant.order)"),
     Mutant("section5-converging-not-extended", "a direction converging at the ladder's top is not judged a decade later",
            "theory/li2024/local_convergence.py", "        if gamma <= criteria.TREND_HOLD and prior in nominal and top in nominal",
            "        if False and prior in nominal and top in nominal"),
@@ -236,7 +240,7 @@ MUTANTS = [
     Mutant("theorem1-oracle-never-confirms", "the independent reading of Theorem 1 confirms no rejection",
            "oracles/theorem1.py", "        confirmed |= both", "        confirmed = False"),
     Mutant("second-order-never-tried", "a draw the first-order bound leaves undecided is not continued to second order",
-           "theory/li2024/local_convergence.py", "        if state in BOUND_LIMITED and order == 1 and not shadow:",
+           "theory/li2024/local_convergence.py", "        if state in BOUND_LIMITED and variant == lcont.FIRST_ORDER:",
            "        if False:"),
 ]
 

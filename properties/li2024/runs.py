@@ -4,6 +4,8 @@ verdict.  Not a test module: no module imports a test module.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from hypothesis import event
 from hypothesis import strategies as st
@@ -196,4 +198,5 @@ def without_path_bound(monkeypatch) -> None:
     from theory.li2024 import local_continuation as lcont
 
     continued = lcont.continued
-    monkeypatch.setattr(lcont, "continued", lambda *a, shadow=False, **k: continued(*a, **k))
+    monkeypatch.setattr(lcont, "continued", lambda *a, variant=lcont.FIRST_ORDER, **k: continued(
+        *a, variant=dataclasses.replace(variant, shadow=False), **k))

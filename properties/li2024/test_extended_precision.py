@@ -102,10 +102,10 @@ def test_the_check_over_gds_last_decade_refuses_an_escape_seeded_by_the_continua
     2e12) covers the escape; in extended precision it does not (0.056 and 2.3 at 2e6).  What keeps a verdict off
     such a run is the check over GD's last decade (:func:`theory.li2024.local_continuation.agreement`), run with
     the same arithmetic: measured 149 and 25.8 times the bound there (0.10 and 0.25 in float64)."""
-    from theory.li2024.local_continuation import agreement
+    from theory.li2024.local_continuation import EXTENDED, PATH_BOUND, agreement
 
     p = Problem.load(f"examples/{name}.json")
     gd, _ = lc.train_section5(p, 2_000_000)
-    assert agreement(p, gd, shadow=True)[0] <= 1.0
-    worst, where = agreement(p, gd, shadow=True, extended=True)
+    assert agreement(p, gd, variant=PATH_BOUND)[0] <= 1.0
+    worst, where = agreement(p, gd, variant=EXTENDED)
     assert worst > 1.0, where

@@ -375,3 +375,40 @@ def test_gd_reading_stands_where_the_bound_resolves_nothing(name, rerun):
     outcome, why, r = lc.verdict(p, p.replace(head=None, loss="log"))
     assert outcome == "not judged" and why.startswith(lc.NO_EDGE) and f"on GD at {rerun}" in why, why
     assert "through the continuation past it: " in why, why
+
+
+@pytest.mark.theorem("Section 5")
+@pytest.mark.parametrize("variant", ["FIRST_ORDER", "PATH_BOUND", "SECOND_ORDER", "EXTENDED"])
+def test_the_check_and_the_run_it_checks_take_one_variant(monkeypatch, variant):
+    """A continued ladder is trusted because its agreement check over GD's last decade passed: the check must
+    solve the equation, with the bound and arithmetic, the run itself uses (a check of the float64 first order
+    says nothing about a run in extended precision, whose bound is 2048 times tighter).  Every ``continue_flow``
+    call of ``continued``, the check's (``checked=False``) and the run's (``checked=True``), must take the
+    variant's options."""
+    from theory.li2024 import local_continuation as lcont
+
+    p = Problem.load("examples/section5_symmetric_saddle.json")
+    gd, _ = lc.train_section5(p, START)
+    calls = []
+
+    def recording(*args, **kw):
+        calls.append({key: kw.get(key, default) for key, default in (("order", 1), ("shadow", False),
+                                                                       ("extended", False))})
+        raise ValueError("recorded")
+
+    monkeypatch.setattr(lcont, "continue_flow", recording)
+    chosen = getattr(lcont, variant)
+    for checked in (False, True):
+        run, why = lcont.continued(p, gd, [10 * START], checked=checked, variant=chosen)
+        assert run is None and "recorded" in why, why
+    assert calls == [chosen.options()] * 2, calls
+
+
+def test_a_variant_outside_the_continuations_domain_is_refused():
+    """The path bound and extended precision are first-order only (``continue_flow`` takes them with
+    ``order=1``): a second-order variant with either, or an order other than 1 and 2, is a ValueError."""
+    from theory.li2024.local_continuation import Variant
+
+    for bad in ({"order": 2, "shadow": True}, {"order": 2, "extended": True}, {"order": 3}):
+        with pytest.raises(ValueError):
+            Variant(**bad)

@@ -20,7 +20,7 @@ from properties.judging import margin, not_judged, scaled
 from theory.core.problem import Problem
 from theory.li2024 import local_convergence as lc
 from theory.li2024.continuation import bounds_of, continue_flow
-from theory.li2024.local_continuation import agreement
+from theory.li2024.local_continuation import SECOND_ORDER, agreement
 from theory.li2024.provenance import engine_of
 from theory.li2024.training import truncate
 
@@ -95,8 +95,8 @@ def test_the_decisions_check_refuses_a_planted_correction(name):
     fails that check, the honest one passes it."""
     p = Problem.load(TRANSIT)
     gd, _ = lc.train_section5(p, 200_000)
-    honest, _ = agreement(p, gd, order=2)
-    wrong, where = agreement(p, gd, plant=PLANTS[name], order=2)
+    honest, _ = agreement(p, gd, variant=SECOND_ORDER)
+    wrong, where = agreement(p, gd, plant=PLANTS[name], variant=SECOND_ORDER)
     assert honest <= 1.0 < wrong, (honest, wrong, where)
 
 

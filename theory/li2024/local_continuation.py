@@ -29,6 +29,8 @@ verdict is decided only where the whole interval is on one side of the threshold
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from theory.core.problem import Problem
@@ -38,29 +40,64 @@ from theory.li2024.provenance import deviation, deviation_from_exact, engine_of
 from theory.li2024.pseudo import pseudo_svm, pseudo_tpgs, selection
 from theory.li2024.training import log_checkpoints, truncate
 
-__all__ = ["HORIZON", "agreement", "continued", "robust_measures"]
+__all__ = ["EXTENDED", "FIRST_ORDER", "HORIZON", "PATH_BOUND", "SECOND_ORDER", "Variant", "agreement", "continued",
+           "robust_measures"]
 
 HORIZON = CONTINUE_MAX_STEPS
 
 
-def agreement(problem: Problem, gd, *, plant: dict | None = None, order: int = 1,
-              shadow: bool = False, extended: bool = False) -> tuple[float, str]:
+@dataclass(frozen=True)
+class Variant:
+    """How a budget is continued: the equation, the bound and the arithmetic, passed together to
+    ``continue_flow`` (:meth:`options`) by the agreement check and the run it checks, which must match.
+
+    ``order``: the gradient flow (1) or GD's modified equation (2, :mod:`theory.li2024.modified_flow`);
+    ``shadow``: the first order's bound taken as the smaller of Grönwall's and the path bound
+    (:mod:`theory.li2024.shadowing`); ``extended``: ``B``'s right-hand side in extended precision
+    (``continue_flow``'s ``extended``).  Section 5 tries them in the order :data:`FIRST_ORDER`,
+    :data:`PATH_BOUND`, :data:`SECOND_ORDER`, :data:`EXTENDED`
+    (:func:`theory.li2024.local_convergence._second_order` says why)."""
+
+    order: int = 1
+    shadow: bool = False
+    extended: bool = False
+
+    def __post_init__(self):
+        if self.order not in (1, 2):
+            raise ValueError(f"order must be 1 or 2, got {self.order!r}")
+        if self.order == 2 and (self.shadow or self.extended):
+            raise ValueError("the path bound and extended precision are first-order only")
+
+    def options(self) -> dict:
+        """``continue_flow``'s keyword arguments for this variant."""
+        return {"order": self.order, "shadow": self.shadow, "extended": self.extended}
+
+
+#: The gradient flow with Grönwall's bound, every ladder's first pass.
+FIRST_ORDER = Variant()
+#: The gradient flow with the smaller of Grönwall's bound and the path bound.
+PATH_BOUND = Variant(shadow=True)
+#: GD's modified equation with its own Grönwall bound.
+SECOND_ORDER = Variant(order=2)
+#: The path bound's pass with ``B``'s right-hand side in extended precision.
+EXTENDED = Variant(shadow=True, extended=True)
+
+
+def agreement(problem: Problem, gd, *, plant: dict | None = None,
+              variant: Variant = FIRST_ORDER) -> tuple[float, str]:
     """``(worst, where)``: the largest ``||W_GD - W|| / D`` over GD's checkpoints in ``[τ₁/10, τ₁]`` when the
     continuation starts from GD's state at ``τ₁/10`` (``> 1``: the bound failed here).  ``plant``: a planted
     defect of the continuation (``continue_flow``'s ``sign``, ``time_scale`` or ``correction``), for the property
     only; it is judged against the honest run's bound (a defective engine integrates ``D`` along its own wrong
-    path).  ``order``: the gradient flow (1) or GD's modified equation (2, :mod:`theory.li2024.modified_flow`);
-    ``shadow``: the first order's bound taken as the smaller of Grönwall's and the path bound
-    (:mod:`theory.li2024.shadowing`), as the run it checks takes it; ``extended``: ``B``'s right-hand side in
-    extended precision (``continue_flow``'s), the check's bound as tight as the run's."""
+    path).  ``variant``: the equation, bound and arithmetic of the run it checks (:class:`Variant`), the check's
+    bound as tight as the run's."""
     tau1 = int(gd.final.step)
     start = truncate(gd, criteria._at(gd, tau1 / 10).step)
     steps = [c.step for c in gd.checkpoints if c.step > start.final.step]
-    cont = continue_flow(problem, start, tau1, checkpoints=steps, estimate_error=True, order=order, shadow=shadow,
-                         extended=extended)
+    cont = continue_flow(problem, start, tau1, checkpoints=steps, estimate_error=True, **variant.options())
     bounds = {c.step: deviation(c) for c in cont.checkpoints}
     if plant:
-        cont = continue_flow(problem, start, tau1, checkpoints=steps, order=order, **plant)
+        cont = continue_flow(problem, start, tau1, checkpoints=steps, order=variant.order, **plant)
     at = {c.step: c for c in gd.checkpoints}
     worst, where = 0.0, ""
     for c in cont.checkpoints:
@@ -73,19 +110,18 @@ def agreement(problem: Problem, gd, *, plant: dict | None = None, order: int = 1
     return worst, where
 
 
-def continued(problem: Problem, gd, budgets, *, checked: bool = False, order: int = 1,
-              shadow: bool = False, extended: bool = False) -> tuple[object | None, str]:
+def continued(problem: Problem, gd, budgets, *, checked: bool = False,
+              variant: Variant = FIRST_ORDER) -> tuple[object | None, str]:
     """``(run, why)``: ``gd`` continued to the largest of ``budgets`` (checkpoints: log-spaced and every budget),
     or ``(None, why)`` when the continuation is not used: its bound failed over GD's last decade on this
     problem (:func:`agreement`; skipped when ``checked``: an earlier call on the same ``gd`` passed it), or
     its integrator failed before the first checkpoint.  Where the integrator fails in a later decade, ``run``
     ends with the decades completed before it and ``run.stopped`` says why (``continue_flow``'s ``partial``).
-    ``order``, ``shadow`` and ``extended`` as for :func:`agreement`: the check and the run use the same equation,
-    bound and arithmetic."""
+    ``variant`` as for :func:`agreement`: the check and the run use the same equation, bound and arithmetic."""
     worst = float("nan")
     if not checked:
         try:
-            worst, where = agreement(problem, gd, order=order, shadow=shadow, extended=extended)
+            worst, where = agreement(problem, gd, variant=variant)
         except (FloatingPointError, ValueError, np.linalg.LinAlgError) as exc:
             return None, f"the continuation failed over GD's last decade: {exc}"
         if worst > 1.0:
@@ -93,7 +129,7 @@ def continued(problem: Problem, gd, budgets, *, checked: bool = False, order: in
     top = int(max(budgets))
     try:
         run = continue_flow(problem, gd, top, checkpoints=np.union1d(log_checkpoints(top), np.asarray(budgets)),
-                            partial=True, order=order, shadow=shadow, extended=extended)
+                            partial=True, **variant.options())
     except (FloatingPointError, ValueError, np.linalg.LinAlgError) as exc:
         return None, f"the continuation failed: {exc}"
     if run.stopped is not None and run.final.step == gd.final.step:

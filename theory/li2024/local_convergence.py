@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from theory.li2024 import criteria
+from theory.li2024 import local_continuation as lcont
 from theory.li2024.analysis import analyze
 from theory.li2024.losses import TokenData, attention, log_sublevel_floor, safe_step, smoothness
 from theory.core.problem import Problem
@@ -251,12 +252,11 @@ def verdict(problem: Problem, theory_problem: Problem, traj=None, select: float 
         # ones, and GD's cost (most of a Section 5 verdict's time before) falls tenfold.  Where the
         # continuation is refused: GD to the first budget, as before.
         from theory.core.decision import budget_ladder
-        from theory.li2024.local_continuation import HORIZON
 
         short, step = train_section5(p, STEPS // 10, step)
         first = {"traj": short, "step": step, "eta": step.eta, "steps": int(short.final.step),
                  "not_judged": "the first budget is the continuation's"}
-        out = _through_continuation(p, theory_problem, first, select, reject, note, budget_ladder(STEPS, HORIZON))
+        out = _through_continuation(p, theory_problem, first, select, reject, note, budget_ladder(STEPS, lcont.HORIZON))
         if out is not None:
             return out
         traj, step = train_section5(p, STEPS, step, start=short)
@@ -435,16 +435,17 @@ def _state(m: dict, ps, eta: float, b: int) -> str | None:
     return None
 
 
-def _engine(c, order: int, shadow: bool = False, extended: bool = False) -> str:
-    """The engine of checkpoint ``c`` as a verdict's trail names it."""
+def _engine(c, variant: lcont.Variant) -> str:
+    """The engine of checkpoint ``c``, continued by ``variant``, as a verdict's trail names it."""
     e = engine_of(c)
     if e != "continuation":
         return e
-    if order == 2:
+    if variant.order == 2:
         return f"{e}, second order"
-    if extended:
+    if variant.extended:
         e = f"{e}, extended precision"
-    path = shadow and getattr(c, "gronwall_bound", None) is not None and c.gd_deviation_bound < c.gronwall_bound
+    path = variant.shadow and getattr(c, "gronwall_bound", None) is not None \
+        and c.gd_deviation_bound < c.gronwall_bound
     return f"{e}, path bound" if path else e
 
 
@@ -474,14 +475,14 @@ def _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, 
     side's rounding ``eps t`` (:func:`theory.li2024.continuation.noise_atol`), which neither tighter bound
     removes (``examples/section5_converging_at_the_rounding_floor.json``, ce, η = 4.5: 0.115 at 2e13 and 1.14
     at 2e14, the rates' intervals across their line).  It is tried last because it costs a numpy solve."""
-    out = _through_continuation(p, theory_problem, r, select, reject, note, ladder, anchored, shadow=True)
+    out = _through_continuation(p, theory_problem, r, select, reject, note, ladder, anchored, lcont.PATH_BOUND)
     if out is not None and not out[1].startswith(UNDECIDED):
         # Its reading stands unless it is undecided too: decided, or a premise not met where the tighter bound sees
         # it (a selection still changing, or GD's own reading where it was re-run: no ⇒ edge at a point its
         # arithmetic keeps, examples/section5_stationary_start.json).
         return out[0], f"{out[1]} (first-order continuation with the path bound: Grönwall's was too wide)", out[2]
     path = r.pop("continuation_note", "").strip(" ()") if out is None else out[1]
-    out = _through_continuation(p, theory_problem, r, select, reject, note, ladder, anchored, order=2)
+    out = _through_continuation(p, theory_problem, r, select, reject, note, ladder, anchored, lcont.SECOND_ORDER)
     if out is not None and out[0] != "not judged":
         return out[0], f"{out[1]} (second-order continuation: the first order's bound was too wide)", out[2]
     why = r.pop("continuation_note", "").strip(" ()") if out is None else out[1]
@@ -489,8 +490,7 @@ def _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, 
 
     wider = "no floating type wider than float64 on this platform"
     if EXTENDED_EPS is not None:
-        out = _through_continuation(p, theory_problem, r, select, reject, note, ladder, anchored, shadow=True,
-                                    extended=True)
+        out = _through_continuation(p, theory_problem, r, select, reject, note, ladder, anchored, lcont.EXTENDED)
         if out is not None and not out[1].startswith(UNDECIDED):
             return out[0], (f"{out[1]} (first-order continuation in extended precision with the path bound: the "
                             f"float64 bounds were too wide)"), out[2]
@@ -514,42 +514,40 @@ def _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, 
 EXTENSION_MAX = 2 * 10**14
 
 
-def _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, order, undecided, shadow=False,
-                      why="its selection changed in the decade before", extended=False):
+def _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, variant, undecided,
+                      why="its selection changed in the decade before"):
     """``undecided`` (the ladder's last budget without a settled decade before it: its selection changed in
     that decade; or a direction converging but not yet aligned there, ``why``) judged again on the ladder
     extended by a decade (:data:`EXTENSION_MAX`), or, at the last extension, through the second order
-    (:func:`_second_order`) as any other undecided end."""
+    (:func:`_second_order`) as any other undecided end (``variant``: the continuation's, ``lcont.Variant``)."""
     top = ladder[-1]
     if top * 10 <= EXTENSION_MAX:
         # the same GD run and order: its agreement check already passed
-        out = _through_continuation(p, theory_problem, r, select, reject, note, ladder + [top * 10], anchored, order,
-                                    checked=True, shadow=shadow, extended=extended)
+        out = _through_continuation(p, theory_problem, r, select, reject, note, ladder + [top * 10], anchored,
+                                    variant, checked=True)
         if out is not None:
             return out[0], f"{out[1]} (the ladder extended past {top:.0e}: {why})", \
                 out[2]
     return _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, undecided) \
-        if order == 1 and not shadow else undecided
+        if variant == lcont.FIRST_ORDER else undecided
 
 
-def _through_continuation(p, theory_problem, r, select, reject, note, ladder=None, anchored=False, order=1,
-                          checked=False, shadow=False, extended=False):
+def _through_continuation(p, theory_problem, r, select, reject, note, ladder=None, anchored=False,
+                          variant=lcont.FIRST_ORDER, checked=False):
     """The budgets ``ladder`` (default ``10 τ₁, 100 τ₁, ...`` up to ``HORIZON``) through the continuation from
     GD's run in ``r`` (:mod:`theory.li2024.local_continuation`); None when the continuation is not used or
     decided nothing (``r`` then carries the reason in ``continuation_note``).  ``anchored``: ``τ₁`` is on the
-    ladder and is judged on GD's own iterate (a re-run past a bound too wide to decide, below).  ``order``: the
-    continuation's (1, or 2: GD's modified equation); ``checked``: its agreement check on this GD run already
-    passed (the ladder extended past a late change of selection); ``shadow``: the first order with its bound on
-    GD's distance from the flow's path too (:func:`_second_order`); ``extended``: ``B``'s right-hand side in
-    extended precision (the same)."""
+    ladder and is judged on GD's own iterate (a re-run past a bound too wide to decide, below).  ``variant``: the
+    continuation's equation, bound and arithmetic (:class:`theory.li2024.local_continuation.Variant`; the passes
+    after the first are :func:`_second_order`'s); ``checked``: its agreement check on this GD run already passed
+    (the ladder extended past a late change of selection)."""
     from theory.core.decision import budget_ladder
-    from theory.li2024 import local_continuation as lcont
 
     gd = r["traj"]
     tau1 = int(gd.final.step)
     ladder = [b for b in (ladder or budget_ladder(tau1, lcont.HORIZON)) if b > tau1 or (anchored and b == tau1)]
     # Most runs decide at the first continued budget: solve to it first, to the horizon only when needed.
-    run, why = lcont.continued(p, gd, ladder[:1], order=order, checked=checked, shadow=shadow, extended=extended)
+    run, why = lcont.continued(p, gd, ladder[:1], checked=checked, variant=variant)
     if run is None:
         r["continuation_note"] = f" (not escalated: {why})"
         return None
@@ -571,7 +569,7 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
 
     for b in ladder:
         if run.final.step < b and run.stopped is None:
-            run, why = lcont.continued(p, gd, ladder, checked=True, order=order, shadow=shadow, extended=extended)
+            run, why = lcont.continued(p, gd, ladder, checked=True, variant=variant)
             if run is None and early is not None:
                 return kept(why)
             if run is None:  # nothing decided through the continuation: GD takes over, as where it was refused
@@ -600,7 +598,7 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
         m = lcont.robust_measures(p, run, b, select, reject)
         ps = m["pseudo"]
         last = {"pseudo": ps, "true": true, "W": m["W"], "dW": m["dW"], "steps": m["steps"], "eta": r["eta"],
-                "step": r["step"], "traj": run, "engine": _engine(truncate(run, b).final, order, shadow, extended),
+                "step": r["step"], "traj": run, "engine": _engine(truncate(run, b).final, variant),
                 "gd_deviation_bound": m["delta"],
                 "corr_pseudo": m.get("corr_nominal", float("nan")), "inc_pseudo": m.get("inc_nominal", float("nan")),
                 "corr_true": _corr(m["W"], true.W), "inc_true": _corr(m["dW"], true.W)}
@@ -644,7 +642,7 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
         if state != "failed":
             skipped.append((m["steps"], state))
     limited = [n for n, why in skipped if why in BOUND_LIMITED and tau1 < n <= ESCALATE_MAX]
-    if state in BOUND_LIMITED and limited and (shadow or order == 2):
+    if state in BOUND_LIMITED and limited and variant != lcont.FIRST_ORDER:
         # The bound, not the run, left the horizon undecided, and it was already too wide at a budget GD itself
         # can reach (it widened through a change of selection): GD runs to that budget, which is judged on GD's
         # iterate, and the continuation starts again from there (after its agreement check over GD's new last
@@ -663,8 +661,7 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
             again = {"traj": longer, "step": step, "eta": r["eta"], "steps": int(longer.final.step),
                      "not_judged": f"the continuation's bound was too wide at {b1:.0e}"}
             out = _through_continuation(p, theory_problem, again, select, reject, note,
-                                        [n for n in ladder if n >= b1], anchored=True, order=order, shadow=shadow,
-                                        extended=extended)
+                                        [n for n in ladder if n >= b1], anchored=True, variant=variant)
             if out is None or out[1].startswith(UNDECIDED):
                 # The bound resolves nothing past GD's own budget, or the continuation is refused from there: GD's
                 # reading stands where the GD path would end on it (a run without a ⇒ edge is not judged, not
@@ -696,9 +693,8 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
         if state == CHANGED or (state in (NO_GROWTH, NO_GROWTH_WITHIN_BOUND) and before == CHANGED):
             # A selection that changed in the last decade, or in the one before it (the growth ratio at the top
             # then compares the settled decade with the change's): no settled span to judge at the top.
-            return _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, order, undecided,
-                                     shadow, extended=extended)
-        if state in BOUND_LIMITED and order == 1 and not shadow:
+            return _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, variant, undecided)
+        if state in BOUND_LIMITED and variant == lcont.FIRST_ORDER:
             return _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, undecided)
         return undecided
     rate = history[-1][2]
@@ -713,23 +709,21 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
     if not rejected:
         undecided = "not judged", _unresolved(gamma, last["steps"], " steps-equivalent") + _skipped(skipped), last
         if prior not in settled_rates:  # no settled decade before the top: its selection changed late
-            return _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, order, undecided,
-                                     shadow, extended=extended)
+            return _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, variant, undecided)
         nominal = {n: q for n, _, q, *_ in history}
         if gamma <= criteria.TREND_HOLD and prior in nominal and top in nominal and _gamma(
                 (prior, nominal[prior]), (top, nominal[top]), last["pseudo"].svm.norm, r["eta"]) <= criteria.TREND_HOLD:
             # Converging (γ <= TREND_HOLD for every W within the bound and for the continued W itself) with a rate
             # not yet below the escalated line: judged again a decade later, up to EXTENSION_MAX.  (Where only the
             # bound makes γ converging, the tighter bounds come first: below.)
-            return _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, order, undecided,
-                                     shadow, why=f"converging (γ = {gamma:.3g}) but not yet aligned there",
-                                     extended=extended)
+            return _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, variant, undecided,
+                                     why=f"converging (γ = {gamma:.3g}) but not yet aligned there")
         # γ is read between the least rate at the top and the largest a decade before, over every W within the
         # bound: a bound of a few per cent of the increment can turn a settled misalignment's γ = 1 into a
         # "converging" one (a square-loss draw of a fresh stress seed: nominal rates 6.21, 6.95 at 2e11, 2e12,
         # within the first-order bound [5.87, 6.55] and [6.30, 7.61], γ -0.34; through the second order
         # [6.208, 6.210] and [6.949, 6.953], γ 0.99).
         return _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, undecided) \
-            if order == 1 and not shadow else undecided
+            if variant == lcont.FIRST_ORDER else undecided
     return ("not aligned", _failed(last, rate, note, history) + f"; trend γ = {gamma:.3g} over the last decade"
             + _skipped(skipped), last)
