@@ -217,7 +217,10 @@ MUTANTS = [
     Mutant("modified-flow-no-derivative", "the second-order bound leaves out the change of H g along the flow",
            "theory/li2024/modified_flow.py", "    return dHg, H2g", "    return 0.0, H2g"),
     Mutant("section5-no-extension", "a selection that changed in the ladder's last decade is not judged a decade later",
-           "theory/li2024/local_convergence.py", "    if top * 10 <= EXTENSION_MAX:", "    if False:"),
+           "theory/li2024/local_convergence.py", "    if top * 10 <= _extension_max(variant):", "    if False:"),
+    Mutant("extension-not-longer-in-extended-precision", "the ladder stops at 2e14 in extended precision too, where "
+           "B's rounding floor allows three decades more", "theory/li2024/local_convergence.py",
+           "    if not variant.extended or EXTENDED_EPS is None:", "    if True:"),
     Mutant("bound-in-linear-form", "a non-convex flow's bound is solved in D, not ln D (an implicit step damps its growth)",
            "theory/li2024/continuation.py", "    system = None if flow.convex else _LogBound(flow)", "    system = None"),
     Mutant("no-rounding-forcing", "the right-hand side's own rounding does not force a non-convex flow's bound",

@@ -21,6 +21,7 @@ from theory.li2024.continuation import EXTENDED_EPS, _Flow, continue_flow, noise
 
 FLOOR = "examples/section5_converging_at_the_rounding_floor.json"  # ce, η = 4.5
 LATE = [FLOOR, "examples/section5_converging_past_horizon.json"]  # and lsq, η = 0.19
+PAST_EXTENSION = "examples/section5_converging_past_the_extension.json"  # tied-head lsq, η = 8.06
 START, LATE_STEPS = 200_000, 2 * 10**12
 
 needs_extended = pytest.mark.skipif(EXTENDED_EPS is None, reason="numpy's longdouble is float64 on this platform")
@@ -78,6 +79,25 @@ def test_a_draw_at_the_rounding_floor_is_decided_in_extended_precision():
     assert outcome == "aligned", why
     assert "in extended precision with the path bound: the float64 bounds were too wide" in why, why
     assert r["engine"].startswith("continuation, extended precision"), r["engine"]
+
+
+@needs_extended
+@pytest.mark.theorem("Section 5")
+def test_a_direction_converging_past_the_float64_extension_is_read_later_in_extended_precision(monkeypatch):
+    """The draw of a fresh stress seed left undecided at 2e14 (tied-head lsq, η = 8.06, ``||W^svm||`` = 31.4: its
+    rate falls 11.3, 9.19, 7.27 from 2e12 to 2e14, still above the escalated line 6; the float64 bound, 2.03 at
+    2e14, leaves a token ambiguous).  In extended precision B's floor ``eps t`` is 2048 times smaller, and the
+    ladder goes on up to 2e17 (``_extension_max``): it must be aligned there, by the trend, at a budget past 2e14
+    (measured: 5.85 at 2e15, bound 0.011), and stay undecided where the extension stops at 2e14 as in float64."""
+    p = Problem.load(PAST_EXTENSION)
+    theory_problem = p.replace(head=None, loss="log")
+    outcome, why, r = lc.verdict(p, theory_problem)
+    assert outcome == "aligned" and r["steps"] > lc.EXTENSION_MAX, (r.get("steps"), why)
+    assert r["engine"].startswith("continuation, extended precision"), r["engine"]
+    assert r["gd_deviation_bound"] < 0.1, r["gd_deviation_bound"]
+    monkeypatch.setattr(lc, "_extension_max", lambda variant: lc.EXTENSION_MAX)
+    outcome, why, r = lc.verdict(p, theory_problem)
+    assert outcome == "not judged" and why.startswith(lc.UNDECIDED), why
 
 
 def test_extended_precision_is_refused_where_the_platform_has_no_wider_type(monkeypatch):

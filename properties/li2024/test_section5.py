@@ -244,7 +244,7 @@ def test_a_direction_converging_at_the_top_is_judged_a_decade_later(monkeypatch)
     monkeypatch.setattr(criteria, "DIRECTION_RATE_ESCALATED", 11.85)
     outcome, why, r = lc.verdict(p, theory_problem)
     assert outcome == "aligned" and r["steps"] == 2 * 10**13 and "converging (γ" in why, why
-    monkeypatch.setattr(lc, "EXTENSION_MAX", 2 * 10**12)
+    monkeypatch.setattr(lc, "_extension_max", lambda variant: 2 * 10**12)  # every pass, extended precision's too
     outcome, why, r = lc.verdict(p, theory_problem)
     assert outcome == "not judged" and why.startswith(lc.UNDECIDED + "converging"), why
 
@@ -509,6 +509,6 @@ def test_a_selection_changed_in_the_last_decade_is_judged_a_decade_later(monkeyp
     assert outcome == "not aligned" and "the ladder extended past 2e+12" in why and r["steps"] == 2 * 10**13, why
     confirmed, reading = independent_misalignment(p, r["eta"], horizon=r["steps"])
     assert confirmed and "2e+13" in reading, reading
-    monkeypatch.setattr(lc, "EXTENSION_MAX", 10**12)
+    monkeypatch.setattr(lc, "_extension_max", lambda variant: 10**12)  # every pass, extended precision's too
     outcome, why, _ = lc.verdict(p, theory_problem)
     assert outcome == "not judged" and "without a settled decade before it" in why, why

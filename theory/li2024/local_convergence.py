@@ -512,16 +512,34 @@ def _second_order(p, theory_problem, r, select, reject, note, ladder, anchored, 
 # (examples/section5_converging_past_horizon.json, lsq, η = 0.19): rates 8.52, 9.61, 10.55, 10.73 from 2e9 to 2e12
 # (γ 0.16 over the last decade), then 8.22 at 2e13 and 3.56 at 2e14, accepted there by the trend.
 EXTENSION_MAX = 2 * 10**14
+# In extended precision (lcont.EXTENDED) the same argument allows three decades more: B's floor is EXTENDED_EPS t,
+# and EXTENDED_EPS = EPS / 2048 on x86-64, so the floor at 2e17 is 0.49 of float64's at 2e14
+# (_extension_max: EXTENSION_MAX times the largest power of ten at most EPS / EXTENDED_EPS).  Measured on the draw of
+# a fresh stress seed it was written for (examples/section5_converging_past_the_extension.json, tied-head lsq,
+# η = 8.06, ||W^svm|| = 31.4, so ln(τ/τ₀) is still small at 2e14): rates 12.9, 12.8, 11.3, 9.19, 7.27 from 2e10 to
+# 2e14, undecided there (the float64 bound 2.03 left a token ambiguous; in extended precision the rate was still
+# above the escalated line, γ = -2.75); 5.85 at 2e15 with a bound of 0.011, aligned there by the trend.
+
+
+def _extension_max(variant) -> int:
+    """The last budget a ladder is extended to: :data:`EXTENSION_MAX`, three decades more in extended precision
+    (the power of ten in ``EPS / EXTENDED_EPS``; the argument above ``EXTENSION_MAX``)."""
+    from theory.li2024.continuation import EXTENDED_EPS
+    from theory.li2024.losses import EPS
+
+    if not variant.extended or EXTENDED_EPS is None:
+        return EXTENSION_MAX
+    return EXTENSION_MAX * 10 ** int(np.floor(np.log10(EPS / EXTENDED_EPS)))
 
 
 def _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, variant, undecided,
                       why="its selection changed in the decade before"):
     """``undecided`` (the ladder's last budget without a settled decade before it: its selection changed in
     that decade; or a direction converging but not yet aligned there, ``why``) judged again on the ladder
-    extended by a decade (:data:`EXTENSION_MAX`), or, at the last extension, through the second order
+    extended by a decade (up to :func:`_extension_max`), or, at the last extension, through the second order
     (:func:`_second_order`) as any other undecided end (``variant``: the continuation's, ``lcont.Variant``)."""
     top = ladder[-1]
-    if top * 10 <= EXTENSION_MAX:
+    if top * 10 <= _extension_max(variant):
         # the same GD run and order: its agreement check already passed
         out = _through_continuation(p, theory_problem, r, select, reject, note, ladder + [top * 10], anchored,
                                     variant, checked=True)
