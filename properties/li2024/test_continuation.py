@@ -248,7 +248,8 @@ def test_log_checkpoints_end_at_the_last_step(steps, per_decade):
     precision and beyond: sorted, distinct, from 0 to ``steps`` and none past it, with distinct ``ln τ`` (the
     solver refuses a repeated time).  Past 2^53 logspace's last point used to round above ``steps``
     (20000000000000004 for 2e16), a checkpoint after the last with the same ``ln τ``, and the extended ladder's
-    solve to 2e16 failed on it."""
+    solve to 2e16 failed on it; a deep run then found it one *below* the last (769891656313798 for
+    769891656313799, per_decade = 1), distinct but with the same ``ln τ``."""
     cps = log_checkpoints(steps, per_decade)
     assert cps[0] == 0 and cps[-1] == steps, cps[-3:]
     assert np.all(np.diff(cps) > 0), cps

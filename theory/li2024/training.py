@@ -54,9 +54,10 @@ def log_checkpoints(steps: int, per_decade: int = 8) -> np.ndarray:
     if steps <= 0:
         return np.array([0])
     pts = np.unique(np.round(np.logspace(0, np.log10(steps), max(2, int(per_decade * np.log10(steps + 1)) + 1))))
-    # Past 2^53 logspace's last point rounds above ``steps`` (2e16 -> 20000000000000004): kept, it was a checkpoint
-    # after the last, and one whose ln(η τ) equals the last's, which the continuation's solver refuses.
-    pts = pts[pts < steps]
+    # logspace's last point is ``steps`` up to rounding, which is more than 1 past ~3e14 (2e16 -> 20000000000000004,
+    # 769891656313799 -> ...798): kept, it was a checkpoint past the last or next to it, with the last's ln τ, which
+    # the continuation's solver refuses.  Every other point is at least a factor 10^(1/per_decade) below ``steps``.
+    pts = pts[pts < steps * (1.0 - 1e-9)]
     return np.unique(np.concatenate([[0], pts.astype(np.int64), [steps]]))
 
 
