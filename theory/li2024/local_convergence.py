@@ -732,7 +732,7 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
         if gamma <= criteria.TREND_HOLD and prior in nominal and top in nominal and _gamma(
                 (prior, nominal[prior]), (top, nominal[top]), last["pseudo"].svm.norm, r["eta"]) <= criteria.TREND_HOLD:
             # Converging (γ <= TREND_HOLD for every W within the bound and for the continued W itself) with a rate
-            # not yet below the escalated line: judged again a decade later, up to EXTENSION_MAX.  (Where only the
+            # not yet below the escalated line: judged again a decade later, up to _extension_max.  (Where only the
             # bound makes γ converging, the tighter bounds come first: below.)
             return _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, variant, undecided,
                                      why=f"converging (γ = {gamma:.3g}) but not yet aligned there")
