@@ -512,3 +512,8 @@ def test_a_selection_changed_in_the_last_decade_is_judged_a_decade_later(monkeyp
     monkeypatch.setattr(lc, "_extension_max", lambda variant: 10**12)  # every pass, extended precision's too
     outcome, why, _ = lc.verdict(p, theory_problem)
     assert outcome == "not judged" and "without a settled decade before it" in why, why
+    # The extended pass's longer ladder (_extension_max) on its rejecting side: with only that pass extended, the
+    # settled misalignment must be read there, not accepted (measured: γ = 0.998 at 2e13).
+    monkeypatch.setattr(lc, "_extension_max", lambda variant: 10**14 if variant.extended else 10**12)
+    outcome, why, r = lc.verdict(p, theory_problem)
+    assert outcome == "not aligned" and r["engine"].startswith("continuation, extended precision"), (outcome, why)
