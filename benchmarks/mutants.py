@@ -218,6 +218,9 @@ MUTANTS = [
            "theory/li2024/modified_flow.py", "    return dHg, H2g", "    return 0.0, H2g"),
     Mutant("section5-no-extension", "a selection that changed in the ladder's last decade is not judged a decade later",
            "theory/li2024/local_convergence.py", "    if top * 10 <= _extension_max(variant):", "    if False:"),
+    Mutant("pseudo-svm-cache-ignores-selection", "the pseudo-TPG's Graph-SVM is cached per problem, not per selection",
+           "theory/li2024/pseudo.py", "    key = (E.shape, E.tobytes(), tuple(map(tuple, problem.sequences)), sel)",
+           "    key = (E.shape, E.tobytes(), tuple(map(tuple, problem.sequences)))"),
     Mutant("extension-not-longer-in-extended-precision", "the ladder stops at 2e14 in extended precision too, where "
            "B's rounding floor allows three decades more", "theory/li2024/local_convergence.py",
            "    if not variant.extended or EXTENDED_EPS is None:", "    if True:"),

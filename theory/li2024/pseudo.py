@@ -14,6 +14,7 @@ The band is 0.001 wide, so the difference shows only when a token's mass falls i
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import networkx as nx
@@ -120,8 +121,34 @@ class PseudoSVM:
     selection: Selection | None = None
 
 
+# The pseudo-TPG's Graph-SVM is a function of the embeddings, the sequences and the selection alone
+# (graphs_of), and a verdict asks for it at every budget of its ladder and every pass over it, mostly for the
+# same selection: ci's two Section 5 properties asked 408 times for 48 distinct ones (2.7 s of 18 s).  Solved
+# once per distinct key; the certificate was checked when it was solved, and the cached arrays are read-only.
+_SVM_CACHE: OrderedDict = OrderedDict()
+_SVM_CACHE_SIZE = 256
+
+
+def _pseudo_graph_svm(problem: Problem, sel: Selection, graphs: dict, name: str) -> SVMSolution:
+    E = np.ascontiguousarray(problem.E, dtype=float)
+    key = (E.shape, E.tobytes(), tuple(map(tuple, problem.sequences)), sel)
+    sol = _SVM_CACHE.get(key)
+    if sol is None:
+        sol = graph_svm(problem, graphs, name=name)
+        for a in (sol.W, sol.margins, sol.duals):
+            a.flags.writeable = False
+        _SVM_CACHE[key] = sol
+        if len(_SVM_CACHE) > _SVM_CACHE_SIZE:
+            _SVM_CACHE.popitem(last=False)
+    else:
+        _SVM_CACHE.move_to_end(key)
+    return sol
+
+
 def pseudo_svm(problem: Problem, W: np.ndarray, select: float = SELECT, reject: float = REJECT,
                name: str = "problem") -> PseudoSVM:
+    """The pseudo-TPG of ``W`` under ``(select, reject)`` and its certified Graph-SVM (solved once per distinct
+    selection of a problem: :data:`_SVM_CACHE`)."""
     sel = selection(problem, W, select, reject)
     graphs = graphs_of(problem, sel)
-    return PseudoSVM(graphs, graph_svm(problem, graphs, name=f"pseudo-TPG of {name}"), sel.n_ambiguous, sel)
+    return PseudoSVM(graphs, _pseudo_graph_svm(problem, sel, graphs, f"pseudo-TPG of {name}"), sel.n_ambiguous, sel)
