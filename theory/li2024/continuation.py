@@ -82,6 +82,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -592,13 +593,20 @@ def _decade(flow: _Flow, a: float, b: float, y: np.ndarray, at: np.ndarray, meth
     dense = bound == "nodes" or flow.shadowing is not None
     system = None if flow.convex else _LogBound(flow)
     fun, jac, y0 = (flow.rhs, flow.jac, y) if system is None else (system.rhs, system.jac, system.state(a, y))
-    try:
-        sol = solve_ivp(fun, (a, b), y0, method=method, t_eval=at, jac=jac, rtol=rtol, atol=tol,
-                        dense_output=dense)
-    except ValueError as exc:  # BDF's LU of a non-finite Jacobian: a state past the loss's domain
-        raise FloatingPointError(f"continuation: {method} failed: {exc}") from None
+    # LSODA says why it gave up in a UserWarning only ("lsoda: Repeated convergence failures ..."), its result
+    # saying "Unexpected istate": the warning's text goes into the stall's reason, not to the user's console.
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", UserWarning)
+        try:
+            sol = solve_ivp(fun, (a, b), y0, method=method, t_eval=at, jac=jac, rtol=rtol, atol=tol,
+                            dense_output=dense)
+        except ValueError as exc:  # BDF's LU of a non-finite Jacobian: a state past the loss's domain
+            raise FloatingPointError(f"continuation: {method} failed: {exc}") from None
     if not sol.success:  # the integrator gave up (e.g. LSODA's repeated error-test failures): the next stage
-        raise _SegmentStall(f"{method} failed: {sol.message}")
+        why = "; ".join(dict.fromkeys(str(w.message).strip() for w in said)) or sol.message
+        raise _SegmentStall(f"{method} failed: {why}")
+    for w in said:  # a warning of a solve that succeeded is not the integrator's giving up: passed on
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if system is not None:
         with np.errstate(over="ignore"):
             sol.y[-1] = np.exp(sol.y[-1])
