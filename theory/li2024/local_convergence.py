@@ -729,13 +729,24 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
         if prior not in settled_rates:  # no settled decade before the top: its selection changed late
             return _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, variant, undecided)
         nominal = {n: q for n, _, q, *_ in history}
-        if gamma <= criteria.TREND_HOLD and prior in nominal and top in nominal and _gamma(
-                (prior, nominal[prior]), (top, nominal[top]), last["pseudo"].svm.norm, r["eta"]) <= criteria.TREND_HOLD:
+        own = _gamma((prior, nominal[prior]), (top, nominal[top]), last["pseudo"].svm.norm, r["eta"]) \
+            if prior in nominal and top in nominal else float("nan")
+        if gamma <= criteria.TREND_HOLD and own <= criteria.TREND_HOLD:
             # Converging (γ <= TREND_HOLD for every W within the bound and for the continued W itself) with a rate
             # not yet below the escalated line: judged again a decade later, up to _extension_max.  (Where only the
             # bound makes γ converging, the tighter bounds come first: below.)
             return _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, variant, undecided,
                                      why=f"converging (γ = {gamma:.3g}) but not yet aligned there")
+        if criteria.TREND_HOLD < own < criteria.TREND_FAIL:
+            # Between the lines the budget escalates (criteria.TREND_HOLD): at the ladder's top, too, as a converging
+            # direction's does.  Neither line moves, and a later budget is judged by the same zones, so a wrong limit
+            # (γ -> 1) is rejected there as here.  Measured on the draw of a fresh stress seed
+            # (examples/section5_trend_between_the_lines.json, square loss, η = 6.0): γ = 0.573 at 2e12, its rate
+            # gaining 0.64 .. 0.35 a decade from 2e6 to 2e12; extended, 7.23, 7.48, 7.61, 7.60 from 2e12 to 2e15 in
+            # extended precision (γ -> 0: converging), still undecided there, its rate above DIRECTION_RATE_ESCALATED
+            # (6.0) with no sign of falling below it: that cap, not the budget, holds it.  21 s a verdict against 11 s.
+            return _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, variant, undecided,
+                                     why=f"its trend γ = {own:.3g} between the lines")
         # γ is read between the least rate at the top and the largest a decade before, over every W within the
         # bound: a bound of a few per cent of the increment can turn a settled misalignment's γ = 1 into a
         # "converging" one (a square-loss draw of a fresh stress seed: nominal rates 6.21, 6.95 at 2e11, 2e12,
