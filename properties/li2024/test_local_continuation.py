@@ -321,6 +321,47 @@ def test_the_tolerance_on_b_takes_the_rounding_noise_measured_on_the_problem():
 
 
 @pytest.mark.theorem("Section 5")
+def test_the_rounding_noise_is_measured_at_its_scale_not_one_draw_of_it():
+    """``_Flow.rounding_noise`` is the scale of the right-hand side's rounding, not one draw of its pattern.  On
+    the stall-after-verdict draw, at each decade start the solve meets from 1e5 on (flow time), and at three
+    copies of that state moved by a relative ``2^-40`` (the same state to the solve), the reading must be at
+    least a quarter of the largest over 16 further copies.  Measured: one sample a decade read 0.03-0.09 times
+    ``eps t`` at some of those copies against a largest of 32-104 (down to 1/2000 of it); the largest of
+    ``NOISE_SAMPLES`` = 8 read at least 0.48 of it here, one sample 0.00067.  (Mutant ``noise-one-sample``.)"""
+    from theory.li2024 import continuation
+    from theory.li2024.losses import EPS
+
+    p = Problem.load(STALL_AFTER_VERDICT)
+    gd, _ = lc.train_section5(p, START)
+    starts = []
+    decade = continuation._decade
+
+    def recording(flow, a, b, y, *args, **kw):
+        if np.exp(a) >= 1e5 and all(abs(a - x) > 1e-9 for _, x, _ in starts):
+            starts.append((flow, a, np.array(y, dtype=float)))
+        return decade(flow, a, b, y, *args, **kw)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(continuation, "_decade", recording)
+        continue_flow(p, gd, MARKS[-2], checkpoints=MARKS[:-1], partial=True)
+    assert len(starts) >= 4, len(starts)
+    rng = np.random.default_rng(20261129)
+    worst = []
+    for flow, a, y in starts:
+        for _ in range(3):
+            z = y.copy()
+            z[:flow.n] *= 1.0 + rng.uniform(-1.0, 1.0, flow.n) * 2.0**-40
+            others = []
+            for _ in range(16):
+                w = z.copy()
+                w[:flow.n] *= 1.0 + rng.uniform(-1.0, 1.0, flow.n) * 2.0**-40
+                others.append(flow._noise_at(a, w))
+            worst.append((flow.rounding_noise(a, z) / max(others), float(np.exp(a))))
+    margin("rounding noise over the largest of 16 copies", "valid", min(r for r, _ in worst))
+    assert min(r for r, _ in worst) >= 0.25, sorted(worst)[:4]
+
+
+@pytest.mark.theorem("Section 5")
 def test_the_bound_at_an_exactly_stationary_point_carries_its_growth():
     """A broken-head ce draw of a fresh stress seed whose GD sits at an exactly stationary ``W = 0`` (its
     gradient cancels exactly in GD's and numpy's arithmetic, to 1e-17 in the compiled kernel's) where Grönwall's

@@ -259,7 +259,33 @@ class _Flow:
 
     def rounding_noise(self, s: float, y) -> float:
         """The right-hand side's rounding noise on ``B`` at ``(s, y)``, measured: the largest difference between
-        the compiled kernel and its numpy reference (the same arithmetic in two orders)."""
+        the compiled kernel and its numpy reference (the same arithmetic in two orders), over the state and
+        ``NOISE_SAMPLES - 1`` copies of it with each entry of ``B`` moved by a relative ``2^-40`` at most (a fixed
+        draw, so a solve replays).
+
+        Why several.  One state's difference is one draw of the rounding pattern, not its scale: on
+        ``examples/section5_stall_after_verdict.json`` 16 such copies of the state at the start of the decade
+        from 1e8 (flow time) read 0.09 to 58.8 times ``eps t`` (the state itself 34.2), and from 1e10 0.09 to
+        89.8 (itself 34.4).  A change of the Jacobian at the 1e-14 level, which moves only the solver's steps,
+        moved the single readings at two decade starts to ``eps t`` or below, and the floor with them.  The largest
+        of 8 samples read 22-62 times ``eps t`` at the decade starts from 1e5 to 1e10, within 1.7 times the largest
+        of 16 other copies (benchmarks/RESULTS.md).  A copy moves ``B`` by ``2^-40``
+        relative, far below every tolerance, so it is the same state to the solve."""
+        worst = 0.0
+        rng = np.random.default_rng(0)
+        for j in range(NOISE_SAMPLES):
+            z = np.array(y, dtype=float)
+            if j:
+                z[:self.n] *= 1.0 + rng.uniform(-1.0, 1.0, self.n) * 2.0**-40
+            diff = self._noise_at(s, z)
+            if not np.isfinite(diff):
+                return 0.0  # a state past the loss's domain: refused by the solve itself
+            worst = max(worst, diff)
+        # In extended precision the same operations run in a type of unit roundoff eps' (:meth:`_extended_rhs`):
+        # to first order each rounding, and so their difference, is eps'/eps times float64's.
+        return worst * self.eps / EPS
+
+    def _noise_at(self, s: float, y) -> float:
         compiled, self.compiled = self.compiled, True
         extended, self.extended = self.extended, False
         try:
@@ -267,11 +293,9 @@ class _Flow:
         finally:
             self.compiled, self.extended = compiled, extended
         with np.errstate(invalid="ignore"):
-            diff = float(np.max(np.abs(a[:self.n] - self.rhs_numpy(s, y)[:self.n])))
-        # In extended precision the same operations run in a type of unit roundoff eps' (:meth:`_extended_rhs`):
-        # to first order each rounding, and so their difference, is eps'/eps times float64's.
-        diff *= self.eps / EPS
-        return diff if np.isfinite(diff) else 0.0  # a state past the loss's domain: refused by the solve itself
+            # B's part of rhs_numpy only: its Hessians (D's part) took most of its time, 8 times a decade
+            reference = self.sign * np.exp(s) * self._b_numpy(s, y)[1][:, self.Q].ravel()
+            return float(np.max(np.abs(a[:self.n] - reference)))
 
     def bound_rates(self, s: float, y) -> tuple[float, float]:
         """``(α, β)`` with ``dD/ds = α D + β`` at the state ``y`` (non-convex flow; :func:`_bound`)."""
@@ -350,8 +374,7 @@ class _Flow:
     def rhs_numpy(self, s, y):
         """:meth:`rhs` in numpy (the reference the compiled kernel is tested against; the only one for a
         non-convex loss, where ``dD/ds`` carries Grönwall's ``μ D`` too)."""
-        A = self.scores(y)
-        _, G = loss_and_grad_scores(A, self.data)
+        A, G = self._b_numpy(s, y)
         t = np.exp(s)
         out = np.empty(self.n + 1)
         out[:self.n] = self.sign * t * G[:, self.Q].ravel()
@@ -362,6 +385,11 @@ class _Flow:
                 Hq = query_hessians(A, self.data, self.Q)
                 out[self.n] = t * (self.eta * self.hg_norm(A, G, Hq) + self.mu(Hq) * y[self.n])
         return out
+
+    def _b_numpy(self, s, y):
+        """``(A, G)``: the scores and the gradient in them at ``y`` in numpy (``B``'s part of :meth:`rhs_numpy`)."""
+        A = self.scores(y)
+        return A, loss_and_grad_scores(A, self.data)[1]
 
     def mu(self, Hq) -> float:
         """Grönwall's rate ``μ = max(0, -λ_min(∇²L))`` on the directions W moves in (0 for a convex loss)."""
@@ -447,6 +475,11 @@ def noise_atol(t: float, atol: float = ATOL, measured: float = 0.0, eps: float =
     ``eps``: the right-hand side's unit roundoff (float64's, or the extended type's: ``_Flow._extended_rhs``).
     """
     return max(atol, eps * t, measured)
+
+
+
+# Samples of the right-hand side's rounding noise per decade (_Flow.rounding_noise).
+NOISE_SAMPLES = 8
 
 
 class _SegmentStall(FloatingPointError):
