@@ -477,7 +477,6 @@ def noise_atol(t: float, atol: float = ATOL, measured: float = 0.0, eps: float =
     return max(atol, eps * t, measured)
 
 
-
 # Samples of the right-hand side's rounding noise per decade (_Flow.rounding_noise).
 NOISE_SAMPLES = 8
 
