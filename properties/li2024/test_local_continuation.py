@@ -329,7 +329,6 @@ def test_the_rounding_noise_is_measured_at_its_scale_not_one_draw_of_it():
     ``eps t`` at some of those copies against a largest of 32-104 (down to 1/2000 of it); the largest of
     ``NOISE_SAMPLES`` = 8 read at least 0.48 of it here, one sample 0.00067.  (Mutant ``noise-one-sample``.)"""
     from theory.li2024 import continuation
-    from theory.li2024.losses import EPS
 
     p = Problem.load(STALL_AFTER_VERDICT)
     gd, _ = lc.train_section5(p, START)

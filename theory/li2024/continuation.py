@@ -294,8 +294,7 @@ class _Flow:
             self.compiled, self.extended = compiled, extended
         with np.errstate(invalid="ignore"):
             # B's part of rhs_numpy only: its Hessians (D's part) took most of its time, 8 times a decade
-            reference = self.sign * np.exp(s) * self._b_numpy(s, y)[1][:, self.Q].ravel()
-            return float(np.max(np.abs(a[:self.n] - reference)))
+            return float(np.max(np.abs(a[:self.n] - self._b_numpy(s, y)[2])))
 
     def bound_rates(self, s: float, y) -> tuple[float, float]:
         """``(α, β)`` with ``dD/ds = α D + β`` at the state ``y`` (non-convex flow; :func:`_bound`)."""
@@ -374,10 +373,10 @@ class _Flow:
     def rhs_numpy(self, s, y):
         """:meth:`rhs` in numpy (the reference the compiled kernel is tested against; the only one for a
         non-convex loss, where ``dD/ds`` carries Grönwall's ``μ D`` too)."""
-        A, G = self._b_numpy(s, y)
+        A, G, dB = self._b_numpy(s, y)
         t = np.exp(s)
         out = np.empty(self.n + 1)
-        out[:self.n] = self.sign * t * G[:, self.Q].ravel()
+        out[:self.n] = dB
         if self.convex:
             out[self.n] = self.eta * t * self.hg_norm(A, G)
         else:
@@ -387,9 +386,11 @@ class _Flow:
         return out
 
     def _b_numpy(self, s, y):
-        """``(A, G)``: the scores and the gradient in them at ``y`` in numpy (``B``'s part of :meth:`rhs_numpy`)."""
+        """``(A, G, dB/ds)``: the scores, the gradient in them and ``B``'s right-hand side ``sign e^s G[:, Q]`` at
+        ``(s, y)`` in numpy (``B``'s part of :meth:`rhs_numpy`)."""
         A = self.scores(y)
-        return A, loss_and_grad_scores(A, self.data)[1]
+        G = loss_and_grad_scores(A, self.data)[1]
+        return A, G, self.sign * np.exp(s) * G[:, self.Q].ravel()
 
     def mu(self, Hq) -> float:
         """Grönwall's rate ``μ = max(0, -λ_min(∇²L))`` on the directions W moves in (0 for a convex loss)."""
