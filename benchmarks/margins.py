@@ -32,6 +32,8 @@ def thresholds() -> dict[str, tuple[str, str]]:
 
     return {
         "theorem1 direction trend γ": (f"<= {criteria.TREND_HOLD}", f">= {criteria.TREND_FAIL}"),
+        "section5 level trend tan θ": (f"<= {criteria.DIRECTION_LEVEL_TAN} with |γ| <= {criteria.TREND_HOLD}",
+                                        "(escalates; a fixed angle's γ = 1 is rejected)"),
         "theorem1 finite error decade ratio": (f"<= {criteria.FINITE_DECAY}", f">= {criteria.FINITE_STALL}"),
         "theorem1 growth |ln ratio|": ("ratio in [0.6, 1.25]", "ratio outside [0.5, 2], not converging"),
         "theorem2 e⊥ last-doubling ratio (escalated)": ("on track, e⊥ <= 0.2", f">= {regpath_verdict.PLATEAU}"),

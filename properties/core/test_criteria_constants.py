@@ -87,6 +87,33 @@ def test_theorem1_trend_accept_needs_both_conditions(rate, gamma, what):
     assert criteria.direction_zone(rate, gamma) == BETWEEN, what
 
 
+@pytest.mark.parametrize("rate, gamma, log_time, expected, what", _rows(
+    (7.61, 0.243, 32.19, ACCEPT, "examples/section5_trend_between_the_lines.json at 2e14: level, tan θ 0.237"),
+    (6.21, -0.206, 24.48, ACCEPT, "examples/section5_converging_at_the_rounding_floor.json at 2e12: tan θ 0.254"),
+    (7.56, -3.9, 29.24, BETWEEN, "a 15° target on a run turning fast (converging_past_horizon at 2e14): tan θ "
+                                 "0.259 under the line, its rate falling fast: not level"),
+    (10.23, -0.4, 34.77, BETWEEN, "the mildest level 15° target measured (tan θ 0.294 at 2e15): above the line"),
+    (9.35, -1.72, 34.77, BETWEEN, "section5_persistent_misalignment.json at 2e15: still falling, tan θ 0.269"),
+    (7.61, 0.55, 32.19, BETWEEN, "γ above TREND_HOLD: not level, whatever the angle"),
+    (7.61, 0.243, None, BETWEEN, "no log time given: the rate cap alone"),
+    (6.62, 1.0, 30.83, REJECT, "a settled misalignment (examples/section5_misaligned_at_horizon.json at 2e15)"),
+))
+def test_the_level_trend_is_an_angle(rate, gamma, log_time, expected, what):
+    """Above ``DIRECTION_RATE_ESCALATED`` a trend accepts only when level (``|γ| <= TREND_HOLD``) with
+    ``tan θ = rate / L <= DIRECTION_LEVEL_TAN`` (measured rows, benchmarks/trend_resolution.py)."""
+    assert criteria.direction_zone(rate, gamma, log_time=log_time) == expected, what
+
+
+@pytest.mark.parametrize("log_time", [9.21, 12.0, 16.0, 21.0])
+def test_the_level_trend_adds_nothing_at_gds_budgets(log_time):
+    """Below ``L = DIRECTION_RATE_ESCALATED / DIRECTION_LEVEL_TAN`` (21.4) every level accept is one the rate cap
+    already makes: GD's budgets (``L <= 16``) are judged as before the clause."""
+    for rate in np.linspace(0.0, 12.0, 241):
+        for gamma in np.linspace(-1.0, 1.0, 41):
+            assert (criteria.direction_zone(rate, gamma, log_time=log_time)
+                    == criteria.direction_zone(rate, gamma)), (rate, gamma, log_time)
+
+
 @pytest.mark.parametrize("ratio, g1, converging, expected, what", _rows(
     (0.78, 1.0, False, ACCEPT, "worst valid low ratio (stress, minimum budget; criteria docstring)"),
     (1.16, 1.0, False, ACCEPT, "worst valid |ln ratio| 0.15 (RESULTS.md margins)"),

@@ -69,12 +69,21 @@ def test_the_extended_right_hand_side_is_within_its_floor_of_a_40_digit_evaluati
 @needs_extended
 @pytest.mark.slow
 @pytest.mark.theorem("Section 5")
-def test_a_draw_at_the_rounding_floor_is_decided_in_extended_precision():
+def test_a_draw_at_the_rounding_floor_is_decided_in_extended_precision(monkeypatch):
     """The draw of a fresh stress seed the float64 continuation left undecided (ce, η = 4.5: its rate 5.93 and
     5.58 at 2e13 and 2e14 against the line 6, with the bound 0.115 and 1.14 there, nearly all ``eps t``) is
     aligned through the extended-precision pass, and only through it: its reason says the float64 first order,
-    path bound and second order were too wide (each of those is tried first, in that order)."""
+    path bound and second order were too wide (each of those is tried first, in that order).
+
+    Since the level clause (``criteria.DIRECTION_LEVEL_TAN``) its first pass decides it at 2e12 (rate 6.20, level:
+    γ = -0.21, tan θ = 0.254), so the extended pass is reached here with that clause off (its line planted at 0),
+    as the draw was found."""
     p = Problem.load(FLOOR)
+    outcome, why, r = lc.verdict(p, p.replace(head=None, loss="log"))
+    assert outcome == "aligned" and "by the level trend" in why and r["steps"] == 2 * 10**12, why
+    from theory.li2024 import criteria
+
+    monkeypatch.setattr(criteria, "DIRECTION_LEVEL_TAN", 0.0)
     outcome, why, r = lc.verdict(p, p.replace(head=None, loss="log"))
     assert outcome == "aligned", why
     assert "in extended precision with the path bound: the float64 bounds were too wide" in why, why

@@ -103,6 +103,23 @@ TREND_HOLD, TREND_FAIL = 0.5, 0.65
 # by the trend, the verdict escalates (and is undecided at the maximum budget): the cap never fails a run
 # by itself (it failed the valid K = 5 stress case at 6.91, 6.78 before it fell to 5.63 at 1e8 steps).
 DIRECTION_RATE_ESCALATED = 6.0
+# A level trend (|γ| <= TREND_HOLD: the rate has stopped growing and is not still falling fast) is accepted with
+# tan θ = rate / L at most this, whatever the rate.  Why: DIRECTION_RATE_ESCALATED is a cap on the rate, so the angle it
+# allows shrinks like 1/L (33° at L = ln(10^4), 9.9° at 2e15 steps), while a valid draw's rate tends to its own
+# constant A (tan θ ~ A/L), which may be above 6: examples/section5_trend_between_the_lines.json levels at 7.60
+# (γ 0.22 and -0.00 at 2e14 and 2e15, in extended precision) and was undecided at every horizon.  The line is an
+# angle, calibrated on planted targets at the extended horizons (benchmarks/trend_resolution.py, benchmarks/
+# RESULTS.md, "The direction's resolution at the extended horizon"): over 8 Section 5 runs, budgets 2e12..2e15 and
+# 8 targets per angle, the least tan θ of a planted target with a level trend is 0.316 at 15° (17.5°), 0.355 at 20°
+# and 0.664 at 35°; the valid level draws above the rate cap read 0.250 (γ 0.42), 0.236 and 0.220 (seed-8 draw at
+# 2e13..2e15) and 0.253 (examples/section5_converging_at_the_rounding_floor.json at 2e12).  0.28 (15.6°) sits
+# between 0.25 and 0.316, 12% from each.  The lower bound on γ is measured too: targets on runs still turning fast
+# read flat or falling rates (γ down to -10) at tan θ as low as 0.259 at 15° (examples/section5_converging_past_
+# horizon.json at 2e14), which |γ| <= TREND_HOLD refuses.  Below L = DIRECTION_RATE_ESCALATED / 0.28 = 21.4 the
+# clause adds nothing to the one before (every GD budget, L <= 16), so only the continuation's last budgets move.
+# Its resolution is 15.6°: a target closer than that to a run that turns toward it is accepted (a 10° target read
+# 0.174-0.203 with a level trend; at 2e12 the rate cap already accepted 3 of 8 such targets).
+DIRECTION_LEVEL_TAN = 0.28
 FINITE_MAX = 0.05
 FINITE_DECAY = 0.5
 # Reject zone of the finite part: the error kept at least FINITE_STALL of its largest value over the decade
@@ -299,7 +316,7 @@ def theorem1_statistics(traj, analysis, earlier: Verdict | None = None, *,
         gamma = direction_trend(prev, m)
         m["direction_trend"] = gamma
         if trend_decides or engine_of(end) != "continuation":
-            z, when = direction_zone(rate, gamma), ""
+            z, when = direction_zone(rate, gamma, log_time=m["log_time"]), ""
         else:  # TREND_AT_HORIZON: the continuation reaches further, the trend waits for its last budget
             z, when = direction_zone(rate), " (the trend decides at the continuation's last budget)"
         m["direction_trend_decides"] = not when
@@ -351,15 +368,20 @@ def growth_zone(ratio: float, g1: float, converging: bool) -> str:
     return zone(ratio, lambda r: g1 > 0 and GROWTH_LO <= r <= GROWTH_HI, lambda r: outside and not converging)
 
 
-def direction_zone(rate: float, gamma: float | None = None) -> str:
+def direction_zone(rate: float, gamma: float | None = None, *, log_time: float | None = None) -> str:
     """Zone of the direction statistic ``tan θ · ln(τ/τ₀)``: at the first budget (``gamma`` None) accept
     ``<= DIRECTION_RATE``, else between (a trend needs two budgets); escalated, by its trend ``γ``: accept
-    ``rate <= DIRECTION_RATE``, or ``γ <= TREND_HOLD`` with ``rate <= DIRECTION_RATE_ESCALATED``; reject
-    ``γ >= TREND_FAIL`` with ``rate > DIRECTION_RATE``."""
+    ``rate <= DIRECTION_RATE``, or ``γ <= TREND_HOLD`` with ``rate <= DIRECTION_RATE_ESCALATED``, or (given
+    ``log_time``, ``L = ln(τ/τ₀)``) a level trend ``|γ| <= TREND_HOLD`` with ``tan θ = rate / L <=
+    DIRECTION_LEVEL_TAN``; reject ``γ >= TREND_FAIL`` with ``rate > DIRECTION_RATE``."""
     if gamma is None:
         return ACCEPT if rate <= DIRECTION_RATE else BETWEEN
-    return zone(gamma, lambda g: rate <= DIRECTION_RATE or (g <= TREND_HOLD and rate <= DIRECTION_RATE_ESCALATED),
-                lambda g: rate > DIRECTION_RATE and g >= TREND_FAIL)
+
+    def level(g) -> bool:
+        return log_time is not None and abs(g) <= TREND_HOLD and rate <= DIRECTION_LEVEL_TAN * log_time
+
+    return zone(gamma, lambda g: rate <= DIRECTION_RATE or (g <= TREND_HOLD and rate <= DIRECTION_RATE_ESCALATED)
+                or level(g), lambda g: rate > DIRECTION_RATE and g >= TREND_FAIL)
 
 
 def finite_zone(fe: float, fe_prev: float, fin_scale: float) -> str:

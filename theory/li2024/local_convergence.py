@@ -294,7 +294,8 @@ def trend_accepts(earlier: tuple[int, float], later: tuple[int, float], svm_norm
     from theory.core.decision import ACCEPT
 
     gamma = _gamma(earlier, later, svm_norm, eta)
-    return criteria.direction_zone(later[1], gamma) == ACCEPT, gamma
+    L = criteria.log_time(later[0], svm_norm, eta)
+    return criteria.direction_zone(later[1], gamma, log_time=L) == ACCEPT, gamma
 
 
 def trend_rejects(earlier: tuple[int, float], later: tuple[int, float], svm_norm: float, eta: float) -> tuple[bool, float]:
@@ -313,7 +314,8 @@ def trend_rejects(earlier: tuple[int, float], later: tuple[int, float], svm_norm
     from theory.core.decision import REJECT
 
     gamma = _gamma(earlier, later, svm_norm, eta)
-    return criteria.direction_zone(later[1], gamma) == REJECT, gamma
+    L = criteria.log_time(later[0], svm_norm, eta)
+    return criteria.direction_zone(later[1], gamma, log_time=L) == REJECT, gamma
 
 
 def _gamma(earlier, later, svm_norm, eta) -> float:
@@ -332,8 +334,16 @@ def _unresolved(gamma: float, steps: int, unit: str = " steps") -> str:
             f"angle's (reject >= {criteria.TREND_FAIL})")
 
 
-def _accepted_by(rate: float, gamma: float) -> str:
-    why = f"its rate {rate:.3g}" if rate <= criteria.DIRECTION_RATE else f"the trend γ = {gamma:.3g}"
+def _accepted_by(rate: float, gamma: float, steps: int, svm_norm: float, eta: float) -> str:
+    """Which clause of Theorem 1's escalated zone (:func:`theory.li2024.criteria.direction_zone`) accepted."""
+    if rate <= criteria.DIRECTION_RATE:
+        why = f"its rate {rate:.3g}"
+    elif gamma <= criteria.TREND_HOLD and rate <= criteria.DIRECTION_RATE_ESCALATED:
+        why = f"the trend γ = {gamma:.3g}"
+    else:
+        tan = rate / criteria.log_time(steps, svm_norm, eta)
+        why = (f"the level trend γ = {gamma:.3g} at tan θ = {tan:.3g} <= {criteria.DIRECTION_LEVEL_TAN} "
+               f"(its rate {rate:.3g} above {criteria.DIRECTION_RATE_ESCALATED})")
     return f"{why} (Theorem 1's escalated zone; raw correlation not judged)"
 
 
@@ -369,7 +379,7 @@ def _on_gd(p, theory_problem, r, select, reject, note):
     if not ok and len(history) > 1:  # the ladder's last budget: Theorem 1's trend decides (trend_accepts)
         ok, gamma = trend_accepts(history[-2][::2], history[-1][::2], r["pseudo"].svm.norm, r["eta"])
         if ok:
-            return "aligned", f"{_trail(history)}; accepted at the last budget by {_accepted_by(rate, gamma)}", r
+            return "aligned", f"{_trail(history)}; accepted at the last budget by {_accepted_by(rate, gamma, r['steps'], r['pseudo'].svm.norm, r['eta'])}", r
     if ok:
         return "aligned", _trail(history), r
     rejected, gamma = (trend_rejects(history[-2][::2], history[-1][::2], r["pseudo"].svm.norm, r["eta"])
@@ -637,7 +647,7 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
                 ok, gamma = trend_accepts((prior, settled_rates[prior][1]), (b, rate_hi), ps.svm.norm, r["eta"])
                 if ok:
                     state = "aligned"
-                    by_trend = f"; accepted at the last budget by {_accepted_by(rate_hi, gamma)}"
+                    by_trend = f"; accepted at the last budget by {_accepted_by(rate_hi, gamma, b, ps.svm.norm, r['eta'])}"
         if state in ("aligned", "failed", WITHIN_BOUND):
             history.append((m["steps"], last["corr_pseudo"], criteria.direction_rate(
                 last["inc_pseudo"], ps.svm.norm, r["eta"], m["steps"]), last["engine"]))
@@ -743,8 +753,8 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
             # (γ -> 1) is rejected there as here.  Measured on the draw of a fresh stress seed
             # (examples/section5_trend_between_the_lines.json, square loss, η = 6.0): γ = 0.573 at 2e12, its rate
             # gaining 0.64 .. 0.35 a decade from 2e6 to 2e12; extended, 7.23, 7.48, 7.61, 7.60 from 2e12 to 2e15 in
-            # extended precision (γ -> 0: converging), still undecided there, its rate above DIRECTION_RATE_ESCALATED
-            # (6.0) with no sign of falling below it: that cap, not the budget, holds it.  21 s a verdict against 11 s.
+            # extended precision (γ -> 0: converging), its rate above DIRECTION_RATE_ESCALATED (6.0) with no sign of
+            # falling below it; aligned at 2e14 by the level trend (criteria.DIRECTION_LEVEL_TAN: γ 0.24, tan θ 0.237).
             return _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, variant, undecided,
                                      why=f"its trend γ = {own:.3g} between the lines")
         # γ is read between the least rate at the top and the largest a decade before, over every W within the
