@@ -323,7 +323,9 @@ def theorem1_statistics(traj, analysis, earlier: Verdict | None = None, *,
         stats.append(Statistic("direction", rate, z,
                                f"incremental direction corr(W(τ)-W(τ/10), W^svm) = {inc:.4f}: tan θ x ln(τ/τ₀) = "
                                f"{rate:.3g} grew with exponent γ = {gamma:.3g} in ln(τ/τ₀) over the escalation "
-                               f"(converging: γ -> 0, accept <= {TREND_HOLD}; a wrong limit: γ = 1, reject >= "
+                               f"(converging: γ -> 0, accept <= {TREND_HOLD} with the rate <= "
+                               f"{DIRECTION_RATE_ESCALATED}, or level, |γ| <= {TREND_HOLD}, with tan θ = "
+                               f"{rate / m['log_time']:.3g} <= {DIRECTION_LEVEL_TAN}; a wrong limit: γ = 1, reject >= "
                                f"{TREND_FAIL}){when}", trend=True))
 
     # 3. finite part
