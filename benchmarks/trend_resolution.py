@@ -12,10 +12,11 @@ decade's budget from 2e12 (each the ladder's last budget of some extension) the 
 over the decade before are read against the pseudo-TPG's Graph-SVM at the top (the valid target) and against
 targets ``10°, 15°, 20°, 35°`` off it (:func:`theory.li2024.plants.wrong_direction`, ``--seeds`` each).
 
-Printed: per file and budget, the valid ``(rate, γ)`` and the zone's verdict; per angle, how many planted targets
-the zone accepts and the least rate of those the trend alone would accept (``γ <= TREND_HOLD``), i.e. the largest
-``DIRECTION_RATE_ESCALATED`` that would still refuse every such target there.  Nominal rates (the continued ``W``
-itself, not the interval over ``W`` within its bound).  Results: benchmarks/RESULTS.md.
+Printed: per file and budget, the rate, ``tan θ`` and ``γ`` against the pseudo-TPG's own target and the zone's
+verdict (:func:`theory.li2024.criteria.direction_zone` with its log time); per angle, how many planted targets the
+zone accepts, and the least ``tan θ`` of the targets whose trend is ``γ <= TREND_HOLD`` and of those whose trend is
+level (``|γ| <= TREND_HOLD``, what ``DIRECTION_LEVEL_TAN`` is calibrated against).  Nominal rates (the continued
+``W`` itself, not the interval over ``W`` within its bound).  Results: benchmarks/RESULTS.md.
 """
 from __future__ import annotations
 
@@ -75,13 +76,13 @@ def measure(path: str, top: int, seeds: int) -> list[dict]:
         valid = [_rate(run, b / 10, ps.svm.W, eta), _rate(run, b, ps.svm.W, eta)]
         row = {"file": os.path.basename(path), "steps": b, "rate": valid[1][0], "L": valid[1][1],
                "gamma": _gamma(*valid)}
-        row["zone"] = criteria.direction_zone(row["rate"], row["gamma"])
+        row["zone"] = criteria.direction_zone(row["rate"], row["gamma"], log_time=row["L"])
         for a in ANGLES:
             accepted, held, level = 0, [], []
             for T in targets[a]:
                 pair = [_rate(run, b / 10, T, eta), _rate(run, b, T, eta)]
                 g, tan = _gamma(*pair), pair[1][0] / pair[1][1]
-                accepted += criteria.direction_zone(pair[1][0], g) == ACCEPT
+                accepted += criteria.direction_zone(pair[1][0], g, log_time=pair[1][1]) == ACCEPT
                 if g <= criteria.TREND_HOLD:
                     held.append(tan)
                     if g >= -criteria.TREND_HOLD:
@@ -125,7 +126,7 @@ def main() -> None:
             print(f"least tan θ of a {a}° target with {what}: {least:.3f} ({np.degrees(np.arctan(least)):.1f}°)")
     undecided = [r for r in rows if r["zone"] != ACCEPT and r["gamma"] <= criteria.TREND_HOLD]
     for r in undecided:
-        print(f"converging above the escalated line: {r['file']} at {r['steps']:.0e}: rate {r['rate']:.2f}, "
+        print(f"converging (γ <= TREND_HOLD), not accepted: {r['file']} at {r['steps']:.0e}: rate {r['rate']:.2f}, "
               f"tan θ {r['rate'] / r['L']:.3f}, γ {r['gamma']:.2f}")
 
 

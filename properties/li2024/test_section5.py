@@ -399,7 +399,8 @@ def test_the_trend_accepts_a_slow_direction_and_rejects_planted_targets():
     and so ``γ`` near 1: none is accepted, and the 10° targets on the ce draw, within
     ``DIRECTION_RATE_ESCALATED``, are refused by their trend alone.  Not resolved: a 10° target on the lsq
     draw, which is itself still 8.8° from its limit at 2e12 (such a target can look as flat, γ = 0.27
-    measured); the resolution there is the cap, ``DIRECTION_RATE_ESCALATED / ln(τ/τ₀)`` = 12° at 2e12."""
+    measured); the resolution there is the cap, ``DIRECTION_RATE_ESCALATED / ln(τ/τ₀)`` = 12° at 2e12, and for a
+    level trend ``DIRECTION_LEVEL_TAN`` (15.6°; benchmarks/trend_resolution.py: 8 of 8 such targets accepted)."""
     import types
 
     from theory.core.problem import Problem

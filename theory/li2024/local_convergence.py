@@ -379,7 +379,8 @@ def _on_gd(p, theory_problem, r, select, reject, note):
     if not ok and len(history) > 1:  # the ladder's last budget: Theorem 1's trend decides (trend_accepts)
         ok, gamma = trend_accepts(history[-2][::2], history[-1][::2], r["pseudo"].svm.norm, r["eta"])
         if ok:
-            return "aligned", f"{_trail(history)}; accepted at the last budget by {_accepted_by(rate, gamma, r['steps'], r['pseudo'].svm.norm, r['eta'])}", r
+            by = _accepted_by(rate, gamma, r["steps"], r["pseudo"].svm.norm, r["eta"])
+            return "aligned", f"{_trail(history)}; accepted at the last budget by {by}", r
     if ok:
         return "aligned", _trail(history), r
     rejected, gamma = (trend_rejects(history[-2][::2], history[-1][::2], r["pseudo"].svm.norm, r["eta"])
@@ -647,7 +648,8 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
                 ok, gamma = trend_accepts((prior, settled_rates[prior][1]), (b, rate_hi), ps.svm.norm, r["eta"])
                 if ok:
                     state = "aligned"
-                    by_trend = f"; accepted at the last budget by {_accepted_by(rate_hi, gamma, b, ps.svm.norm, r['eta'])}"
+                    by = _accepted_by(rate_hi, gamma, b, ps.svm.norm, r["eta"])
+                    by_trend = f"; accepted at the last budget by {by}"
         if state in ("aligned", "failed", WITHIN_BOUND):
             history.append((m["steps"], last["corr_pseudo"], criteria.direction_rate(
                 last["inc_pseudo"], ps.svm.norm, r["eta"], m["steps"]), last["engine"]))
