@@ -30,12 +30,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from properties.li2024.runs import extended_horizon, horizon_rates  # noqa: E402
 from theory.core.decision import ACCEPT  # noqa: E402
-from theory.core.problem import Problem  # noqa: E402
 from theory.li2024 import criteria  # noqa: E402
-from theory.li2024 import local_continuation as lcont  # noqa: E402
-from theory.li2024 import local_convergence as lc  # noqa: E402
 from theory.li2024.plants import wrong_direction  # noqa: E402
+from theory.li2024.training import truncate  # noqa: E402
 
 FILES = ["examples/section5_trend_between_the_lines.json", "examples/section5_persistent_misalignment.json",
          "examples/section5_converging_past_the_extension.json", "examples/section5_converging_at_the_rounding_floor.json",
@@ -44,43 +43,31 @@ FILES = ["examples/section5_trend_between_the_lines.json", "examples/section5_pe
 ANGLES = (10, 15, 20, 35)
 
 
-def _rate(run, b, target, eta):
-    """``(rate, L)``: the increment over ``[b/10, b]`` against ``target``, and ``ln(τ/τ₀)`` at ``b``."""
-    end, mid = criteria._at(run, b), criteria._at(run, b / 10)
-    v = end.W - mid.W
-    norm = float(np.linalg.norm(target))
-    inc = float(np.sum(v * target) / (np.linalg.norm(v) * norm))
-    return (criteria.direction_rate(inc, norm, eta, int(end.step)),
-            criteria.log_time(int(end.step), norm, eta))
-
-
 def _gamma(before, after) -> float:
     (r1, l1), (r2, l2) = before, after
-    return float(np.log(r2 / r1) / np.log(l2 / l1))
+    return criteria.direction_trend({"direction_rate": r1, "log_time": l1}, {"direction_rate": r2, "log_time": l2})
+
+
+def _pair(run, b, target, eta):
+    """``[(rate, L) a decade before b, (rate, L) at b]`` against ``target`` (``L = ln(τ/τ₀)``)."""
+    norm = float(np.linalg.norm(target))
+    return [(rate, criteria.log_time(n, norm, eta)) for n, rate in horizon_rates(truncate(run, b), target, eta)]
 
 
 def measure(path: str, top: int, seeds: int) -> list[dict]:
-    p = Problem.load(path)
-    r = lc.local_run(p, p.replace(head=None, loss="log"))
-    gd, eta = r["traj"], r["eta"]
-    budgets = [2 * 10**k for k in range(11, 20) if gd.final.step < 2 * 10**k <= top]
-    run, why = lcont.continued(p, gd, budgets, variant=lcont.EXTENDED)
-    if run is None:
-        raise SystemExit(f"{path}: {why}")
-    reached = [b for b in budgets if b <= run.final.step]
-    ps = lcont.robust_measures(p, run, reached[-1], lc.SELECT, lc.REJECT)["pseudo"]
+    p, run, ps, eta, reached = extended_horizon(path, top)
     an = types.SimpleNamespace(problem=p, svm=ps.svm)
     targets = {a: [wrong_direction(an, a, s) * ps.svm.norm for s in range(seeds)] for a in ANGLES}
     rows = []
-    for b in reached[1:]:
-        valid = [_rate(run, b / 10, ps.svm.W, eta), _rate(run, b, ps.svm.W, eta)]
+    for b in (b for b in reached if b >= 2 * 10**12):
+        valid = _pair(run, b, ps.svm.W, eta)
         row = {"file": os.path.basename(path), "steps": b, "rate": valid[1][0], "L": valid[1][1],
                "gamma": _gamma(*valid)}
         row["zone"] = criteria.direction_zone(row["rate"], row["gamma"], log_time=row["L"])
         for a in ANGLES:
             accepted, held, level = 0, [], []
             for T in targets[a]:
-                pair = [_rate(run, b / 10, T, eta), _rate(run, b, T, eta)]
+                pair = _pair(run, b, T, eta)
                 g, tan = _gamma(*pair), pair[1][0] / pair[1][1]
                 accepted += criteria.direction_zone(pair[1][0], g, log_time=pair[1][1]) == ACCEPT
                 if g <= criteria.TREND_HOLD:

@@ -92,7 +92,8 @@ def test_theorem1_trend_accept_needs_both_conditions(rate, gamma, what):
     (6.21, -0.206, 24.48, ACCEPT, "examples/section5_converging_at_the_rounding_floor.json at 2e12: tan θ 0.254"),
     (7.56, -3.9, 29.24, BETWEEN, "a 15° target on a run turning fast (converging_past_horizon at 2e14): tan θ "
                                  "0.259 under the line, its rate falling fast: not level"),
-    (10.23, -0.4, 34.77, BETWEEN, "the mildest level 15° target measured (tan θ 0.294 at 2e15): above the line"),
+    (9.621, -0.499, 30.43, BETWEEN, "the mildest level 15° target measured (converging_past_the_extension at "
+                                    "2e15): tan θ 0.316, above the line"),
     (9.35, -1.72, 34.77, BETWEEN, "section5_persistent_misalignment.json at 2e15: still falling, tan θ 0.269"),
     (7.61, 0.55, 32.19, BETWEEN, "γ above TREND_HOLD: not level, whatever the angle"),
     (7.61, 0.243, None, BETWEEN, "no log time given: the rate cap alone"),

@@ -144,6 +144,37 @@ def judge(case, traj, select: float = SELECT, reject: float = REJECT) -> str:
     return verdict(case, traj, select, reject)[0]
 
 
+def horizon_rates(run, target, eta) -> list[tuple[int, float]]:
+    """``[(τ/10, rate), (τ, rate)]``: the rate ``tan θ · ln(τ/τ₀)`` of the continued ``run``'s increment against
+    ``target`` at its last budget ``τ`` and a decade before (what :func:`theory.li2024.local_convergence.trend_accepts`
+    reads), ``θ`` the angle of the increment over the decade ending there."""
+    out = []
+    for b in (run.final.step // 10, run.final.step):
+        end, mid = criteria._at(run, b), criteria._at(run, b / 10)
+        v = end.W - mid.W
+        inc = float(np.sum(v * target) / (np.linalg.norm(v) * np.linalg.norm(target)))
+        out.append((int(end.step), criteria.direction_rate(inc, float(np.linalg.norm(target)), eta, int(end.step))))
+    return out
+
+
+def extended_horizon(path: str, top: int):
+    """``(problem, run, pseudo, eta, budgets)``: the Section 5 example at ``path`` run as its verdict runs it (GD,
+    then the first-order continuation with the path bound in extended precision, ``lcont.EXTENDED``) to ``top``
+    steps-equivalent, with the budgets ``2·10^k`` past GD's run and the pseudo-TPG read at the last one reached."""
+    from theory.core.problem import Problem
+    from theory.li2024 import local_continuation as lcont
+
+    p = Problem.load(path)
+    r = lc.local_run(p, p.replace(head=None, loss="log"))
+    budgets = [2 * 10**k for k in range(1, 20) if r["steps"] < 2 * 10**k <= top]
+    run, why = lcont.continued(p, r["traj"], budgets, variant=lcont.EXTENDED)
+    if run is None:
+        raise RuntimeError(f"{path}: the continuation was not used ({why})")
+    reached = [b for b in budgets if b <= run.final.step]
+    pseudo = lcont.robust_measures(p, run, reached[-1], SELECT, REJECT)["pseudo"]
+    return p, run, pseudo, r["eta"], reached
+
+
 # ------------------------------------------------------------------------------------------------
 # Section 5's continuation against GD (the bound properties of both orders)
 # ------------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from strategies.relaxations import relaxed_cases
 from theory.li2024 import criteria
 from theory.li2024 import local_convergence as lc
 from theory.li2024.local_convergence import CORR_MIN, STEPS
-from properties.li2024.runs import judge, local_run, verdict, without_path_bound
+from properties.li2024.runs import extended_horizon, horizon_rates, judge, local_run, verdict, without_path_bound
 
 EXAMPLES_BASE = 25
 # Measured: ci 25/25, stress 200/205 (seed 777777), ten fresh stress seeds in benchmarks/RESULTS.md ("Section 5
@@ -261,8 +261,6 @@ def test_the_level_trend_refuses_planted_targets_at_the_extended_horizon():
     measured 0.259 at 2e14), refused only because the trend is not level."""
     import types
 
-    from theory.core.problem import Problem
-    from theory.li2024 import local_continuation as lcont
     from theory.li2024.plants import wrong_direction
     from theory.li2024.training import truncate
 
@@ -270,19 +268,15 @@ def test_the_level_trend_refuses_planted_targets_at_the_extended_horizon():
     for path, top in (("examples/section5_trend_between_the_lines.json", 2 * 10**15),
                       ("examples/section5_persistent_misalignment.json", 2 * 10**15),
                       ("examples/section5_converging_past_horizon.json", 2 * 10**14)):
-        p = Problem.load(path)
-        r = lc.local_run(p, p.replace(head=None, loss="log"))
-        budgets = [2 * 10**k for k in range(6, 16) if r["steps"] < 2 * 10**k <= top]
-        run, why = lcont.continued(p, r["traj"], budgets, variant=lcont.EXTENDED)
-        assert run is not None and run.final.step == top, (path, why, run and run.stopped)
-        ps = lcont.robust_measures(p, run, top, lc.SELECT, lc.REJECT)["pseudo"]
-        an, eta = types.SimpleNamespace(problem=p, svm=ps.svm), r["eta"]
+        p, run, ps, eta, budgets = extended_horizon(path, top)
+        assert budgets[-1] == top, (path, budgets, run.stopped)
+        an = types.SimpleNamespace(problem=p, svm=ps.svm)
         for b in (b for b in budgets if b >= 2 * 10**13):
             upto = truncate(run, b)
             for angle in (15, 20, 35):
                 for seed in range(8):
                     target = wrong_direction(an, angle, seed) * ps.svm.norm
-                    before, last = _horizon_rates(upto, target, eta)
+                    before, last = horizon_rates(upto, target, eta)
                     ok, gamma = lc.trend_accepts(before, last, ps.svm.norm, eta)
                     assert not ok, (path, b, angle, seed, before, last, gamma)
                     tan = last[1] / criteria.log_time(b, ps.svm.norm, eta)
@@ -356,17 +350,6 @@ def test_a_transit_before_the_settled_stretch_does_not_make_a_misalignment_conve
     assert r["history"][0][2] > rates[-1], r["history"]  # the transit's value, above every later one
 
 
-def _horizon_rates(run, target, eta):
-    """``((τ/10, rate), (τ, rate))`` of the continued ``run``'s increment against ``target`` at its last budget."""
-    out = []
-    for b in (run.final.step // 10, run.final.step):
-        end, mid = criteria._at(run, b), criteria._at(run, b / 10)
-        v = end.W - mid.W
-        inc = float(np.sum(v * target) / (np.linalg.norm(v) * np.linalg.norm(target)))
-        out.append((int(end.step), criteria.direction_rate(inc, float(np.linalg.norm(target)), eta, int(end.step))))
-    return out
-
-
 @pytest.mark.theorem("Section 5")
 def test_the_raw_correlation_is_not_judged_at_the_horizon(monkeypatch):
     """A stress draw (fresh seed, ce loss, random head): GD changes its selection until ~1e9 steps and keeps
@@ -413,7 +396,7 @@ def test_the_trend_accepts_a_slow_direction_and_rejects_planted_targets():
         outcome, why, r = lc.verdict(p, p.replace(head=None, loss="log"))
         assert outcome == "aligned" and "raw correlation not judged" in why, why
         run, ps, eta = r["traj"], r["pseudo"], r["eta"]
-        ok, gamma = lc.trend_accepts(*_horizon_rates(run, ps.svm.W, eta), ps.svm.norm, eta)
+        ok, gamma = lc.trend_accepts(*horizon_rates(run, ps.svm.W, eta), ps.svm.norm, eta)
         assert ok, gamma
         if r["history"][-1][2] > criteria.DIRECTION_RATE:
             assert "the trend γ" in why and gamma <= criteria.TREND_HOLD, why
@@ -422,7 +405,7 @@ def test_the_trend_accepts_a_slow_direction_and_rejects_planted_targets():
         for angle in angles:
             for seed in range(4):
                 target = wrong_direction(an, angle, seed) * ps.svm.norm
-                before, last = _horizon_rates(run, target, eta)
+                before, last = horizon_rates(run, target, eta)
                 ok, gamma = lc.trend_accepts(before, last, ps.svm.norm, eta)
                 assert not ok, (path, angle, seed, before, last, gamma)
                 if criteria.DIRECTION_RATE < last[1] <= criteria.DIRECTION_RATE_ESCALATED:
