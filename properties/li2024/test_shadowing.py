@@ -54,8 +54,9 @@ def test_normal_curvature_is_the_least_eigenvalue_on_the_complement_of_the_veloc
 @pytest.mark.theorem("Section 5")
 def test_gd_stays_within_the_path_bound_through_a_change_of_selection():
     """The transit regression case changes selection between 2e6 and 4e6 steps, within GD's reach.  From GD's
-    state at 2e5 to 1e7 steps, GD must stay within the path bound at every checkpoint (measured: at most 0.33 of
-    it; 0.051 at 3.16e6 in the middle of the change, where GD is 1.4e-4 from the flow), and past the change the
+    state at 2e5 to 1e7 steps, GD must stay within the path bound at every checkpoint (measured: at most 0.40 of
+    it; 0.056 at 3.16e6 in the middle of the change, where GD is 1.4e-4 from the flow, 0.051 without the escape's
+    march of :mod:`theory.li2024.escape`), and past the change the
     path bound must be at least 3x below Grönwall's (measured: 1.18e-3 against 4.49e-3 at 1e7).  The plants of
     the continuation (the wrong sign of the step, the time map off by 2) must leave it (measured: 5e6 and 1e6
     times it)."""

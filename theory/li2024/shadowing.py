@@ -46,15 +46,21 @@ covers the interval).  The rates are the numpy curvature of
 ``||ΔW||_F`` is the Euclidean norm, and ``v = (T Z)^T g`` the gradient there.  First order only: the modified
 equation's field (order 2) has another Jacobian.
 
+Through an escape from a saddle.  Where the flow approaches a stationary point and then leaves it, the unstable
+direction is normal to the velocity during the approach, and ``μ⊥`` takes the escape's whole rate.  A third bound
+keeps ``e`` normal to that direction instead, marched in the flow's own time: :mod:`theory.li2024.escape`.  It is
+entered from ``C`` and its bound is one more candidate of the smallest; ``C`` restarts Grönwall's from it.
+
 Measured against discrete GD through a change of selection (``examples/section5_counterexample.json``, from
-GD's state at 2e5 to 1e7 steps, ``properties/li2024/test_shadowing.py``): GD stays within 0.33 of ``C`` at every
-checkpoint, 0.051 in the middle of the change, where it is 1.4e-4 from the flow; ``C`` is 1.2e-3 after the change
-against ``D`` = 4.5e-3.
+GD's state at 2e5 to 1e7 steps, ``properties/li2024/test_shadowing.py``): GD stays within 0.40 of ``C`` at every
+checkpoint, 0.056 in the middle of the change (0.051 without the escape's march), where it is 1.4e-4 from the
+flow; ``C`` is 1.2e-3 after the change against ``D`` = 4.5e-3.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from theory.li2024 import escape
 from theory.li2024.curvature import query_hessians
 from theory.li2024.losses import loss_and_grad_scores
 
@@ -77,11 +83,12 @@ def normal_curvature(S: np.ndarray, v: np.ndarray) -> float:
     return max(0.0, -float(np.linalg.eigvalsh(0.5 * (R[1:, 1:] + R[1:, 1:].T))[0]))
 
 
-def node_rates(flow, s: float, y: np.ndarray) -> tuple[float, float, float, float, float]:
-    """``(t μ⊥, ||v||, ||J v||, β, t μ)`` at the state ``y`` of ``flow`` (a first-order
+def node_rates(flow, s: float, y: np.ndarray) -> tuple[tuple[float, ...], np.ndarray]:
+    """``((t μ⊥, ||v||, ||J v||, β, t μ, t μ₂, |<u, v>|, ||P_u⊥ v||), u)`` at the state ``y`` of ``flow`` (a first-order
     :class:`theory.li2024.continuation._Flow`) at ``s = ln t``: ``β`` is ``dD/ds``'s forcing (``t η ||H g||`` and
     the right-hand side's rounding) and ``t μ`` Grönwall's full rate, both
-    :meth:`~theory.li2024.continuation._Flow.bound_rates`'; ``v`` and ``J v`` per unit of ``t``."""
+    :meth:`~theory.li2024.continuation._Flow.bound_rates`'; ``u``, ``μ₂`` and ``v``'s parts as
+    :func:`theory.li2024.escape.unstable_direction` gives them (the escape's march); ``v`` and ``J v`` per unit of ``t``."""
     A = flow.scores(y)
     Hq = query_hessians(A, flow.data, flow.Q)
     _, G = loss_and_grad_scores(A, flow.data)
@@ -93,31 +100,23 @@ def node_rates(flow, s: float, y: np.ndarray) -> tuple[float, float, float, floa
     t = float(np.exp(s))
     alpha, beta = flow.bound_rates(s, y)
     if not (np.all(np.isfinite(S)) and np.all(np.isfinite(v)) and np.isfinite(beta) and np.isfinite(alpha)):
-        return float("inf"), float("nan"), float("inf"), float("inf"), float("inf")
-    return t * normal_curvature(S, v), float(np.linalg.norm(v)), float(np.linalg.norm(S @ v)), beta, alpha
+        inf = float("inf")
+        return (inf, float("nan"), inf, inf, inf, inf, 0.0, inf), np.full(len(v), np.nan)
+    u, mu2, along, across = escape.unstable_direction(S, v)
+    return (t * normal_curvature(S, v), float(np.linalg.norm(v)), float(np.linalg.norm(S @ v)), beta, alpha,
+            t * mu2, along, across), u
 
 
-def _window_speed(ts, speed, k: int, sig: float) -> float:
-    """``V``: the largest ``||v||`` over the nodes within ``[t - σ, t + σ]`` of node ``k`` and one on each side
-    (between two nodes the flow's speed is taken as the larger of theirs; the window is a small fraction of
-    ``t`` wherever the bound is of use)."""
-    if not np.isfinite(sig):
-        return float("inf")
-    t = np.exp(ts[k])
-    lo = np.log(t - sig) if sig < t else -np.inf
-    k0 = max(int(np.searchsorted(ts, lo)) - 1, 0)
-    k1 = min(int(np.searchsorted(ts, np.log(t + sig))) + 1, len(ts))
-    window = speed[k0:max(k1, k + 1)]
-    return float(np.max(window)) if np.all(np.isfinite(window)) else float("inf")
-
-
-def _march(ts, rates, idx, start):
-    """``(D⊥, σ, C)`` at the nodes ``idx`` by the trapezoidal rule from ``start`` (module docstring): ``C`` is the
-    bound at each node, the smaller of the path bound ``D⊥ + |σ| V`` and Grönwall's step (full ``μ``) from ``C`` at
-    the node before; each value bounds the distance over the interval that ends at its node."""
-    alpha, speed, jv, beta, full = rates
+def _march(ts, rates, U, idx, start):
+    """``(D⊥, σ, C, escape)`` at the nodes ``idx`` by the trapezoidal rule from ``start`` (module docstring): ``C`` is
+    the bound at each node, the smallest of the path bound ``D⊥ + |σ| V``, the escape's bound
+    (:class:`theory.li2024.escape.EscapeMarch`, entered from ``C``) and Grönwall's step (full ``μ``) from ``C`` at the
+    node before; each value bounds the distance over the interval that ends at its node.  ``escape`` is the
+    escape's march at the last node (an :class:`~theory.li2024.escape.Pair` or ``None``)."""
+    alpha, speed, jv, beta, full = rates[:5]
     D, sig, C = np.empty(len(idx)), np.empty(len(idx)), np.empty(len(idx))
-    D[0], sig[0], C[0] = start
+    D[0], sig[0], C[0] = start[:3]
+    march = escape.EscapeMarch(ts, rates, U, idx, start[3] if len(start) > 3 else None)
 
     def shift_rate(k, d):  # |dσ/ds| at node k with D⊥ = d
         den = speed[k] ** 2 - jv[k] * d
@@ -130,35 +129,46 @@ def _march(ts, rates, idx, start):
         g = np.exp(0.5 * h * (alpha[i] + alpha[k]))
         D[j] = D[j - 1] * g + 0.5 * h * (beta[i] * g + beta[k])
         sig[j] = sig[j - 1] + 0.5 * h * (shift_rate(i, D[j - 1]) + shift_rate(k, D[j]))
+        if march.may_enter(j - 1):
+            march.enter(j - 1, C[j - 1])
         with np.errstate(over="ignore", invalid="ignore"):
             gf = np.exp(0.5 * h * (full[i] + full[k]))
             gronwall = C[j - 1] * gf + 0.5 * h * (beta[i] * gf + beta[k])
-            path = D[j] + sig[j] * _window_speed(ts, speed, k, sig[j])
-        C[j] = min(path, gronwall) if path == path else gronwall
-    return D, sig, C
+            path = D[j] + sig[j] * escape.window_speed(ts, speed, float(np.exp(ts[k])), sig[j])
+            escaped = march.bound(j)
+        C[j] = min(x for x in (path, escaped, gronwall) if x == x) if gronwall == gronwall else np.inf
+    return D, sig, C, march.end()
 
 
-def shadow(flow, ts, Y, start: tuple[float, float, float], at: np.ndarray):
+def shadow(flow, ts, Y, start: tuple, at: np.ndarray):
     """``(bound, end)``: the bound at the points ``at`` of one decade whose accepted states are ``Y[:, k]`` at
-    ``s = ts[k]``, from ``start = (D⊥, σ, C)`` at ``ts[0]``; ``end`` is ``(D⊥, σ, C)`` at the decade's last node
-    (the next decade's start).  A point takes the value of the first node at or after it (module docstring)."""
+    ``s = ts[k]``, from ``start = (D⊥, σ, C[, escape])`` at ``ts[0]``; ``end`` is the same at the decade's last
+    node (the next decade's start).  A point takes the value of the first node at or after it (module docstring)."""
     ts = np.asarray(ts, dtype=float)
-    rates = np.array([node_rates(flow, float(s), Y[:, k]) for k, s in enumerate(ts)]).T
+    at_nodes = [node_rates(flow, float(s), Y[:, k]) for k, s in enumerate(ts)]
+    rates = np.array([r for r, _ in at_nodes]).T
+    U = np.array([u for _, u in at_nodes])
     m = len(ts) - 1
     every = np.arange(m + 1)
     coarse = np.r_[np.arange(0, m - 1, 2), m] if m >= 2 else every
-    fine = _march(ts, rates, every, start)
-    rough = _march(ts, rates, coarse, start)
+    fine = _march(ts, rates, U, every, start)
+    rough = _march(ts, rates, U, coarse, start)
     eps = 1e-12 * np.maximum(1.0, np.abs(at))
 
     def at_points(values, nodes):
         j = np.minimum(np.searchsorted(ts[nodes], at - eps), len(nodes) - 1)
         return values[j]
 
-    # the rule's error over pairs of steps, added (as in continuation._bound)
+    def widened(f, r):  # the rule's error over pairs of steps, added (as in continuation._bound)
+        return max(f, r) + abs(f - r) if np.isfinite(f) and np.isfinite(r) else float("inf")
+
     with np.errstate(invalid="ignore"):
         a, b = at_points(fine[2], every), at_points(rough[2], coarse)
         bound = np.maximum(a, b) + np.abs(a - b)
-        end = [max(f, r) + abs(f - r) for f, r in ((x[-1], y[-1]) for x, y in zip(fine, rough))]
     bound[~np.isfinite(bound)] = np.inf
-    return bound, tuple(float(e) if np.isfinite(e) else float("inf") for e in end)
+    end = [widened(x[-1], y[-1]) for x, y in zip(fine[:3], rough[:3])]
+    ef, er = fine[3], rough[3]
+    last = None  # the escape's march goes on only where both rules end in the same mode
+    if ef is not None and er is not None and ef.mode == er.mode:
+        last = escape.Pair(ef.mode, widened(ef.D, er.D), widened(ef.sigma, er.sigma))
+    return bound, (*end, last)
