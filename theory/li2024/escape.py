@@ -144,12 +144,12 @@ def _rates(pair: Pair, rates, ts, k: int, D: float, turn: float) -> tuple[float,
     return growth / (1.0 - q), forcing / (1.0 - q), R / (1.0 - q)
 
 
-def _advance(pair: Pair, rates, turns, ts, i: int, k: int) -> Pair | None:
+def _advance(pair: Pair, rates, turns, ts, i: int, k: int, may_leave: bool = True) -> Pair | None:
     """The march from node ``i`` to node ``k > i`` by the trapezoidal rule (the rates at ``k`` read at an Euler
-    predictor of ``D``), handed to ``e ⊥ v`` first where ``k``'s velocity has less than ``ESCAPE_LEAVE`` along ``u``;
-    ``None`` where it is lost."""
+    predictor of ``D``), handed to ``e ⊥ v`` first where ``k``'s velocity has less than ``ESCAPE_LEAVE`` along ``u``
+    (and ``may_leave``: not before the GD time it was entered at); ``None`` where it is lost."""
     _, speed, _, _, _, _, along, _ = rates
-    if pair.mode == "u" and not along[k] >= ESCAPE_LEAVE * speed[k]:
+    if pair.mode == "u" and may_leave and not along[k] >= ESCAPE_LEAVE * speed[k]:
         if not speed[i] > 0:
             return None
         pair = Pair("v", pair.D, pair.sigma + pair.D / speed[i])
@@ -189,10 +189,16 @@ def _entry(rates, ts, t: float, C: float) -> tuple[int, Pair] | None:
 
 
 class _Track:
-    """One march: its state ``pair`` at the node ``idx[pos]`` (``pair`` ``None`` once lost)."""
+    """One march: its state ``pair`` at the node ``idx[pos]`` (``pair`` ``None`` once lost), entered at GD's time of
+    ``idx[entered]`` (it starts earlier, at ``t - σ₀``, and is not handed over before it gets there)."""
 
-    def __init__(self, pos: int, pair: Pair | None):
-        self.pos, self.pair = pos, pair
+    def __init__(self, pos: int, pair: Pair | None, entered: int = 0):
+        self.pos, self.pair, self.entered = pos, pair, entered
+
+    def step(self, march: "EscapeMarch") -> None:
+        i, k = march.idx[self.pos], march.idx[self.pos + 1]
+        self.pair = _advance(self.pair, march.rates, march.turns, march.ts, i, k, self.pos >= self.entered)
+        self.pos += 1
 
 
 class EscapeMarch:
@@ -223,7 +229,7 @@ class EscapeMarch:
             return
         node, pair = got
         self.tracks = [tr for tr in self.tracks if tr.pair is not None]
-        self.tracks.append(_Track(min(int(np.searchsorted(self.ts[self.idx], self.ts[node])), j), pair))
+        self.tracks.append(_Track(min(int(np.searchsorted(self.ts[self.idx], self.ts[node])), j), pair, j))
 
     def bound(self, j: int) -> float:
         """The bound on ``||x(t) - φ(t)||`` at GD's time ``t`` of node ``idx[j]``: the smallest over the marches of
@@ -236,8 +242,7 @@ class EscapeMarch:
         while tr.pair is not None and float(np.exp(self.ts[self.idx[tr.pos]])) - tr.pair.sigma < t:
             if tr.pos + 1 == len(self.idx):
                 return self._held(tr.pair, t)
-            tr.pair = _advance(tr.pair, self.rates, self.turns, self.ts, self.idx[tr.pos], self.idx[tr.pos + 1])
-            tr.pos += 1
+            tr.step(self)
         if tr.pair is None:
             return float("inf")
         return tr.pair.D + tr.pair.sigma * window_speed(self.ts, self.rates[1], t, tr.pair.sigma)
@@ -268,8 +273,7 @@ class EscapeMarch:
         best, value = None, float("inf")
         for tr in self.tracks:
             while tr.pair is not None and tr.pos + 1 < len(self.idx):
-                tr.pair = _advance(tr.pair, self.rates, self.turns, self.ts, self.idx[tr.pos], self.idx[tr.pos + 1])
-                tr.pos += 1
+                tr.step(self)
             if tr.pair is not None:
                 b = tr.pair.D + tr.pair.sigma * window_speed(self.ts, self.rates[1], t, tr.pair.sigma)
                 if b < value:
