@@ -105,6 +105,24 @@ def test_the_level_trend_is_an_angle(rate, gamma, log_time, expected, what):
     assert criteria.direction_zone(rate, gamma, log_time=log_time) == expected, what
 
 
+@pytest.mark.parametrize("rate, gamma, log_time, expected, what", (
+    (2.1, 0.9, 30.0, "rate", "a rate under DIRECTION_RATE: accepted by itself, whatever the trend"),
+    (5.6, -0.58, 19.9, "trend", "a falling lsq rate at 2e12 (RESULTS.md, Section 5 at the horizon)"),
+    (7.61, 0.243, 32.11, "level", "the seed-8 draw at 2e14: γ 0.243, tan θ 0.237"),
+    (9.621, -0.499, 30.43, None, "the mildest level 15° target: tan θ 0.316"),
+    (7.61, 0.243, None, None, "no log time given: no level clause"),
+))
+def test_the_zone_names_the_clause_that_accepts(rate, gamma, log_time, expected, what):
+    """:func:`~theory.li2024.criteria.direction_clause` on measured rows, and the zone accepts exactly where it names
+    a clause (a grid of rates, trends and log times): a verdict's reason and its zone read one table."""
+    assert criteria.direction_clause(rate, gamma, log_time=log_time) == expected, what
+    for r in np.linspace(0.0, 12.0, 121):
+        for g in np.linspace(-1.0, 1.0, 21):
+            for L in (None, 12.0, 25.0, 40.0):
+                accepted = criteria.direction_zone(r, g, log_time=L) == ACCEPT
+                assert accepted == (criteria.direction_clause(r, g, log_time=L) is not None), (r, g, L)
+
+
 @pytest.mark.parametrize("log_time", [9.21, 12.0, 16.0, 21.0])
 def test_the_level_trend_adds_nothing_at_gds_budgets(log_time):
     """Below ``L = DIRECTION_RATE_ESCALATED / DIRECTION_LEVEL_TAN`` (21.4) every level accept is one the rate cap

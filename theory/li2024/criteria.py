@@ -378,12 +378,23 @@ def direction_zone(rate: float, gamma: float | None = None, *, log_time: float |
     DIRECTION_LEVEL_TAN``; reject ``γ >= TREND_FAIL`` with ``rate > DIRECTION_RATE``."""
     if gamma is None:
         return ACCEPT if rate <= DIRECTION_RATE else BETWEEN
+    return zone(gamma, lambda g: direction_clause(rate, g, log_time=log_time) is not None,
+                lambda g: rate > DIRECTION_RATE and g >= TREND_FAIL)
 
-    def level(g) -> bool:
-        return log_time is not None and abs(g) <= TREND_HOLD and rate <= DIRECTION_LEVEL_TAN * log_time
 
-    return zone(gamma, lambda g: rate <= DIRECTION_RATE or (g <= TREND_HOLD and rate <= DIRECTION_RATE_ESCALATED)
-                or level(g), lambda g: rate > DIRECTION_RATE and g >= TREND_FAIL)
+def direction_clause(rate: float, gamma: float, *, log_time: float | None = None) -> str | None:
+    """Which of :func:`direction_zone`'s escalated accept clauses holds, the first in its order: ``"rate"``
+    (``rate <= DIRECTION_RATE``), ``"trend"`` (``γ <= TREND_HOLD`` under ``DIRECTION_RATE_ESCALATED``) or ``"level"``
+    (``|γ| <= TREND_HOLD`` with ``tan θ <= DIRECTION_LEVEL_TAN``); ``None`` where none does.  The zone accepts by
+    this function, and a verdict's reason names the clause by it: one table of clauses, not two."""
+    g = gamma
+    if rate <= DIRECTION_RATE:
+        return "rate"
+    if (g <= TREND_HOLD and rate <= DIRECTION_RATE_ESCALATED):
+        return "trend"
+    if log_time is not None and abs(g) <= TREND_HOLD and rate <= DIRECTION_LEVEL_TAN * log_time:
+        return "level"
+    return None
 
 
 def finite_zone(fe: float, fe_prev: float, fin_scale: float) -> str:

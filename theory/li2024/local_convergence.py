@@ -335,15 +335,19 @@ def _unresolved(gamma: float, steps: int, unit: str = " steps") -> str:
 
 
 def _accepted_by(rate: float, gamma: float, steps: int, svm_norm: float, eta: float) -> str:
-    """Which clause of Theorem 1's escalated zone (:func:`theory.li2024.criteria.direction_zone`) accepted."""
-    if rate <= criteria.DIRECTION_RATE:
+    """The reason naming the clause of Theorem 1's escalated zone that accepted
+    (:func:`theory.li2024.criteria.direction_clause`)."""
+    L = criteria.log_time(steps, svm_norm, eta)
+    clause = criteria.direction_clause(rate, gamma, log_time=L)
+    if clause == "rate":
         why = f"its rate {rate:.3g}"
-    elif gamma <= criteria.TREND_HOLD and rate <= criteria.DIRECTION_RATE_ESCALATED:
+    elif clause == "trend":
         why = f"the trend γ = {gamma:.3g}"
-    else:
-        tan = rate / criteria.log_time(steps, svm_norm, eta)
-        why = (f"the level trend γ = {gamma:.3g} at tan θ = {tan:.3g} <= {criteria.DIRECTION_LEVEL_TAN} "
+    elif clause == "level":
+        why = (f"the level trend γ = {gamma:.3g} at tan θ = {rate / L:.3g} <= {criteria.DIRECTION_LEVEL_TAN} "
                f"(its rate {rate:.3g} above {criteria.DIRECTION_RATE_ESCALATED})")
+    else:  # trend_accepts reads the zone with the same log time: no accept without a clause
+        raise RuntimeError(f"the escalated zone accepted rate {rate:.3g}, γ = {gamma:.3g} by no clause")
     return f"{why} (Theorem 1's escalated zone; raw correlation not judged)"
 
 
