@@ -57,7 +57,8 @@ import dataclasses
 
 import numpy as np
 
-__all__ = ["ESCAPE_ENTER", "ESCAPE_LEAVE", "MAX_SHIFT_RATE", "Pair", "EscapeMarch", "unstable_direction", "window_speed"]
+__all__ = ["ESCAPE_ENTER", "ESCAPE_LEAVE", "MAX_SHIFT_RATE", "Pair", "EscapeMarch", "unstable_direction",
+           "velocity_shift_rate", "window_speed"]
 
 #: Grönwall's rate ``t μ`` at which the march is entered (its factor e per unit of log time).  With
 #: :data:`ESCAPE_LEAVE` it chooses the proof's path, not its validity (module docstring).
@@ -125,14 +126,21 @@ def _turns(ts, U) -> np.ndarray:
     return per
 
 
+def velocity_shift_rate(t: float, speed: float, jv: float, beta: float, D: float) -> float:
+    """``|dσ/ds|`` under ``e ⊥ v`` (the path bound's shift, :mod:`theory.li2024.shadowing`):
+    ``t (2 ||J v|| D + ||v|| β / t) / (||v||² - ||J v|| D)``, infinite where the denominator is not positive (the
+    nearest point of the path is not defined there)."""
+    den = speed ** 2 - jv * D
+    return t * (2.0 * jv * D + speed * beta / t) / den if den > 0 else np.inf
+
+
 def _rates(pair: Pair, rates, ts, k: int, D: float, turn: float) -> tuple[float, float, float]:
     """``(growth, forcing, dΣ/ds)`` per unit of ``s = ln θ`` at node ``k`` with ``||e|| <= D`` (module docstring,
     the flow's time); infinite where the march is lost."""
     alpha, speed, jv, beta, _, mu2, along, across = rates[:, k]
     theta = float(np.exp(ts[k]))
     if pair.mode == "v":
-        den = speed ** 2 - jv * D
-        R = theta * (2.0 * jv * D + speed * beta / theta) / den if den > 0 else np.inf
+        R = velocity_shift_rate(theta, speed, jv, beta, D)
         growth, forcing = alpha, beta
     else:
         den = along - turn * D

@@ -119,9 +119,7 @@ def _march(ts, rates, U, idx, start):
     march = escape.EscapeMarch(ts, rates, U, idx, start[3] if len(start) > 3 else None)
 
     def shift_rate(k, d):  # |dσ/ds| at node k with D⊥ = d
-        den = speed[k] ** 2 - jv[k] * d
-        t = np.exp(ts[k])
-        return t * (2.0 * jv[k] * d + speed[k] * beta[k] / t) / den if den > 0 else np.inf
+        return escape.velocity_shift_rate(float(np.exp(ts[k])), speed[k], jv[k], beta[k], d)
 
     for j in range(1, len(idx)):
         i, k = idx[j - 1], idx[j]
