@@ -48,8 +48,10 @@ first-order inequalities above.
 
 Measured on the draw above (the verdict's extended pass, from GD's state at 2e5): ``t μ₂`` stays below 1e-7
 through the escape while ``t μ`` peaks at 6e4; the march is entered at 2.5e10 steps from ``C`` = 1.2e-3 and leaves
-the escape with ``D`` = 3.7e-3; the continuation's bound is 0.084 at 2e12 against Grönwall's 630.  Against
-discrete GD through escapes within its reach: ``properties/li2024/test_escape.py``.
+the escape with ``D`` = 4.3e-3 and ``σ`` 9e-5 of ``t``; the continuation's bound is 0.085 at 2e12 against
+Grönwall's 630.  GD cannot be run there: the march is checked on the flow itself restarted from moved states and on
+a linear saddle solved to the rounding (``properties/li2024/test_escape.py``), and against GD on drawn problems of
+Section 5's domain within the path bound (``properties/li2024/test_local_continuation.py``).
 """
 from __future__ import annotations
 
