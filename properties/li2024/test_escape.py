@@ -17,10 +17,10 @@ import dataclasses
 import numpy as np
 import pytest
 import scipy.linalg
-from scipy.integrate import solve_ivp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from scipy.integrate import solve_ivp
 
 from reports.record import record_metrics
 from theory.core.problem import Problem
