@@ -177,7 +177,7 @@ MUTANTS = [
            "    return (t * normal_curvature(S, v), float(np.linalg.norm(v)), float(np.linalg.norm(S @ v)), 0.0, alpha,"),
     Mutant("escape-march-no-shift", "the escape's march bounds GD's distance by D alone, without the time shift's Σ V",
            "theory/li2024/escape.py",
-           "        return tr.pair.D + tr.pair.sigma * window_speed(self.ts, self.rates[1], t, tr.pair.sigma)",
+           "        return shifted_bound(tr.pair.D, tr.pair.sigma, self.ts, self.rates[1], t)",
            "        return tr.pair.D"),
     Mutant("escape-march-shift-not-forcing", "the escape's march leaves out the shift's part across u as a forcing of D",
            "theory/li2024/escape.py", "        growth, forcing = mu2, beta + across * R", "        growth, forcing = mu2, beta"),

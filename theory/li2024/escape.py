@@ -60,7 +60,7 @@ import dataclasses
 import numpy as np
 
 __all__ = ["ESCAPE_ENTER", "ESCAPE_LEAVE", "MAX_SHIFT_RATE", "Pair", "EscapeMarch", "unstable_direction",
-           "velocity_shift_rate", "window_speed"]
+           "shifted_bound", "velocity_shift_rate", "window_speed"]
 
 #: Grönwall's rate ``t μ`` at which the march is entered (its factor e per unit of log time).  With
 #: :data:`ESCAPE_LEAVE` it chooses the proof's path, not its validity (module docstring).
@@ -114,6 +114,12 @@ def window_speed(ts, speed, t: float, sig: float) -> float:
         return float("inf")
     window = speed[w]
     return float(np.max(window)) if np.all(np.isfinite(window)) else float("inf")
+
+
+def shifted_bound(D: float, sig: float, ts, speed, t: float) -> float:
+    """``D + σ V``: GD at time ``t`` is within ``D`` of the flow at a time ``θ`` with ``|θ - t| <= σ``, and the flow
+    moves at most ``|θ - t| V`` from ``θ`` to ``t`` (``V`` = :func:`window_speed`), so GD is within this of ``φ(t)``."""
+    return D + sig * window_speed(ts, speed, t, sig)
 
 
 def _turns(ts, U) -> np.ndarray:
@@ -255,7 +261,7 @@ class EscapeMarch:
             tr.step(self)
         if tr.pair is None:
             return float("inf")
-        return tr.pair.D + tr.pair.sigma * window_speed(self.ts, self.rates[1], t, tr.pair.sigma)
+        return shifted_bound(tr.pair.D, tr.pair.sigma, self.ts, self.rates[1], t)
 
     def _held(self, pair: Pair, t: float) -> float:
         """Past the last node: its rates held until ``θ - Σ(θ) >= t`` (a few passes of that fixed point)."""
@@ -275,7 +281,7 @@ class EscapeMarch:
             return float("inf")
         h = max(float(np.log((t + sig) / theta0)), 0.0)
         D = (pair.D + h * f) * float(np.exp(h * a))
-        return D + sig * window_speed(self.ts, self.rates[1], t, sig)
+        return shifted_bound(D, sig, self.ts, self.rates[1], t)
 
     def end(self) -> Pair | None:
         """The march at the decade's last node that bounds it best (the next decade's start), or ``None``."""
@@ -285,7 +291,7 @@ class EscapeMarch:
             while tr.pair is not None and tr.pos + 1 < len(self.idx):
                 tr.step(self)
             if tr.pair is not None:
-                b = tr.pair.D + tr.pair.sigma * window_speed(self.ts, self.rates[1], t, tr.pair.sigma)
+                b = shifted_bound(tr.pair.D, tr.pair.sigma, self.ts, self.rates[1], t)
                 if b < value:
                     best, value = tr.pair, b
         return best

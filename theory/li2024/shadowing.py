@@ -132,7 +132,7 @@ def _march(ts, rates, U, idx, start):
         with np.errstate(over="ignore", invalid="ignore"):
             gf = np.exp(0.5 * h * (full[i] + full[k]))
             gronwall = C[j - 1] * gf + 0.5 * h * (beta[i] * gf + beta[k])
-            path = D[j] + sig[j] * escape.window_speed(ts, speed, float(np.exp(ts[k])), sig[j])
+            path = escape.shifted_bound(D[j], sig[j], ts, speed, float(np.exp(ts[k])))
             escaped = march.bound(j)
         C[j] = min(x for x in (path, escaped, gronwall) if x == x) if gronwall == gronwall else np.inf
     return D, sig, C, march.end()
