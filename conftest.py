@@ -139,11 +139,21 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``slow`` (tens of seconds each) run first, in their collected order.  Under xdist's
-    ``worksteal`` schedule (:func:`pytest_xdist_make_scheduler`) an idle worker takes half of the other's
-    queue from its end, so a run ends on short tests and the two workers finish together; a slow test last on
-    one worker kept the other idle for its whole length (measured: 712 s and 775 s of tests on the two
-    workers, 797 s of wall time, the last ones the two Scan and Snap real-text properties, 48 s and 44 s).
-    Each worker collects and sorts the same way, as xdist requires; draws do not depend on the order
+    """Heavy properties (``@pytest.mark.heavy``: minutes each under ``deep``) start first, dealt to the xdist
+    workers' first blocks with their seconds balanced; then tests marked ``slow`` (tens of seconds each),
+    then the rest in collected order (:func:`properties.schedule.deal`).  Under xdist's ``worksteal``
+    schedule (:func:`pytest_xdist_make_scheduler`) an idle worker takes half of the other's queue from its
+    end, so a run ends on short tests and the two workers finish together; a slow test last on one worker
+    kept the other idle for its whole length (measured: 712 s and 775 s of tests on the two workers, 797 s of
+    wall time, the last ones the two Scan and Snap real-text properties, 48 s and 44 s).  Each worker
+    collects and sorts the same way, as xdist requires; draws do not depend on the order
     (_import_project_modules)."""
-    items[:] = sorted(items, key=lambda item: item.get_closest_marker("slow") is None)
+    from properties.schedule import deal, heavy_seconds
+
+    workerinput = getattr(config, "workerinput", None)
+    workers = int(workerinput["workercount"]) if workerinput is not None else 1
+    try:
+        items[:] = deal(items, workers=workers, seconds=heavy_seconds,
+                        slow=lambda item: item.get_closest_marker("slow") is not None)
+    except ValueError as exc:  # a malformed marker: one line, not a traceback
+        raise pytest.UsageError(str(exc)) from None

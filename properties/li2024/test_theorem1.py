@@ -130,6 +130,7 @@ FINITE_TAU_BUDGET = criteria.FINITE_RELAXATIONS
 
 @pytest.mark.theorem("Theorem 1")
 @pytest.mark.judged(floor=JUDGED_FLOOR)
+@pytest.mark.heavy(seconds=188)
 @given(data=st.data(), fraction=step_fractions)
 def test_gd_converges_to_finite_minimizer_when_svm_is_zero(data, fraction):
     p = data.draw(zero_problems, label="problem").problem
@@ -155,6 +156,7 @@ def test_gd_converges_to_finite_minimizer_when_svm_is_zero(data, fraction):
 
 @pytest.mark.theorem("Theorem 1")
 @pytest.mark.judged(floor=JUDGED_FLOOR)
+@pytest.mark.heavy(seconds=425)
 @given(data=st.data())
 def test_criterion_rejects_a_wrong_target(data):
     """Calibration: the trajectories the criterion accepts are rejected against a target direction 35°
