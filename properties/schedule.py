@@ -12,8 +12,8 @@ xdist's ``worksteal`` schedule (``conftest.pytest_xdist_make_scheduler``) first 
 contiguous block of the collection (``len(pending) // workers_left`` items each, in worker order), and a
 worker that runs dry takes the second half of another's *queued* tests.  A test already started is never
 moved, so the run cannot end before the longest chain of tests one worker started.  Measured on the deep run
-at daf6656: its three longest properties (858 s, 710 s, 663 s) started late, on one worker, and the run
-took 46 minutes where its tests summed to 2 x 36.
+at daf6656: its three longest properties (858 s, 710 s, 663 s) started late (collected in the middle) and the run
+took 46 minutes, where its 40 longest tests summed to 73 (36 per worker).
 
 :func:`deal` therefore puts the heavy properties at the heads of the blocks, longest first, each into the
 block whose heavy seconds are fewest so far (the longest-processing-time rule: the blocks' heavy loads differ
