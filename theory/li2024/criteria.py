@@ -573,6 +573,9 @@ def finite_convergence_decide(traj, extend, max_steps: int = ESCALATE_MAX_STEPS)
     Why escalate: convergence to a finite point makes the moves shrink geometrically only once the budget
     is long against the convergence's own time constant τ (MOVE_STALL's table).  Stress seed 1769151185
     (K = 3, a flat direction of L): moves 0.187 then 0.094 (x0.503) at 1e5 steps while the gradient had
-    fallen from 0.033 to 1.4e-10.  Logarithmic growth (the violation) moves by the same amount every decade
-    at every budget, so it is rejected at two budgets (calibrated in ``test_criterion_rejects_a_stalled_run``)."""
+    fallen from 0.033 to 1.4e-10.  Logarithmic growth (the violation) moves by the same amount every decade once
+    its transient has passed, so it is rejected at two budgets in the reject zone (calibrated in
+    ``test_criterion_rejects_a_stalled_run``); a transient can outlast the first budget: deep seed 20261127
+    (``examples/theorem1_log_growth_long_transient.json``) moved 4.07 then 2.38 (x0.585) at 1e6 steps, undecided
+    there, and 2.40 then 2.41 at 1e8, rejected."""
     return escalate(lambda run, earlier, last: finite_convergence_statistics(run, earlier), traj, extend, max_steps)
