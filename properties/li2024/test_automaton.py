@@ -58,6 +58,7 @@ def trained_with_contexts(draw):
 
 
 @pytest.mark.theorem("Automaton")
+@pytest.mark.heavy(seconds=175)
 @given(trained_with_contexts())
 def test_hard_retrieval_and_soft_composition_on_heldout_contexts(case):
     dp, contexts = case
@@ -97,6 +98,7 @@ def test_clipped_budget_is_judged_after_escalation():
 
 
 @pytest.mark.theorem("Automaton")
+@pytest.mark.heavy(seconds=311)
 @given(trained_with_contexts())
 def test_automaton_criterion_rejects_wrong_predictions(case):
     """Calibration: the same trained layer judged against a wrong automaton fails -- retrieving the

@@ -57,7 +57,7 @@ def report(agreements) -> str:
 
 
 @pytest.mark.theorem("Theorem 1")
-@pytest.mark.heavy(seconds=663)
+@pytest.mark.heavy(seconds=614)
 @settings(max_examples=scaled(20))
 @given(dp=trainable_problems())
 def test_continuation_agrees_with_gd_and_catches_planted_defects(dp):

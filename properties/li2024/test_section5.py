@@ -127,7 +127,7 @@ MISALIGNED_ALPHA = 1e-3
 
 
 @pytest.mark.theorem("Section 5")
-@pytest.mark.heavy(seconds=858)
+@pytest.mark.heavy(seconds=898)
 def test_gd_aligns_with_the_pseudo_tpg_svm():
     """``EXAMPLES_BASE`` judged relaxed-head cases, scaled by the profile (ci 25 derandomized, stress 200
     random): at most ``MISALIGNED_MAX`` of the judged cases end not aligned with their pseudo-TPG
@@ -153,7 +153,7 @@ DOMAIN_JUDGED_FLOOR = 0.75
 
 
 @pytest.mark.theorem("Section 5")
-@pytest.mark.heavy(seconds=710)
+@pytest.mark.heavy(seconds=718)
 def test_gd_aligns_with_the_pseudo_tpg_svm_on_the_whole_domain():
     """The same property over Section 5's whole stated domain (every loss with a broken head, every loss
     but log with the biorthogonal one: ``problems_for(SECTION5)``), the log loss with a broken head at
