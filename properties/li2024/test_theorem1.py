@@ -320,11 +320,12 @@ def test_log_growth_with_a_long_transient_is_rejected_later():
 
 
 @pytest.mark.theorem("Theorem 1")
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="a known defect of the W^svm = 0 decision: it accepts on one decade's ratio "
-                   "(x0.381 <= MOVE_DECAY at 1e6 steps) while a log-growing run leaves its transient; an accept "
-                   "confirmed a decade later (where the ratio is ~1) is not built")
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="a known defect of the W^svm = 0 decision: it accepts on one decade's ratio (x0.381 <= "
+                          "MOVE_DECAY at 1e6 steps) while a log-growing run leaves its transient; an accept "
+                          "confirmed a decade later (where the ratio is ~1) is not built")
 def test_log_growth_accepted_while_leaving_its_transient():
-    """Deep seed 20261127 at 6aa1c1c (``test_criterion_rejects_a_stalled_run``, shrunk): the same log-growing problem
+    """Deep seed 20261127 at fec0819 (``test_criterion_rejects_a_stalled_run``, shrunk): the same log-growing problem
     with one more token in its first sequence.  ``W`` moved 6.23 over the decade to 1e5 steps and 2.37 over the next
     (x0.381), the gradient fell 3e-6-fold: both accept clauses hold at 1e6 and the W^svm = 0 decision says
     "holds" on a run that grows like ``ln τ`` (``||W^svm|| = 1.05``).  The planted violation must be rejected."""
