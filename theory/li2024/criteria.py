@@ -387,12 +387,11 @@ def direction_clause(rate: float, gamma: float, *, log_time: float | None = None
     (``rate <= DIRECTION_RATE``), ``"trend"`` (``γ <= TREND_HOLD`` under ``DIRECTION_RATE_ESCALATED``) or ``"level"``
     (``|γ| <= TREND_HOLD`` with ``tan θ <= DIRECTION_LEVEL_TAN``); ``None`` where none does.  The zone accepts by
     this function, and a verdict's reason names the clause by it: one table of clauses, not two."""
-    g = gamma
     if rate <= DIRECTION_RATE:
         return "rate"
-    if (g <= TREND_HOLD and rate <= DIRECTION_RATE_ESCALATED):
+    if gamma <= TREND_HOLD and rate <= DIRECTION_RATE_ESCALATED:
         return "trend"
-    if log_time is not None and abs(g) <= TREND_HOLD and rate <= DIRECTION_LEVEL_TAN * log_time:
+    if log_time is not None and abs(gamma) <= TREND_HOLD and rate <= DIRECTION_LEVEL_TAN * log_time:
         return "level"
     return None
 
