@@ -206,6 +206,7 @@ def test_criterion_rejects_a_wrong_target(data):
 
 @pytest.mark.theorem("Theorem 1")
 @pytest.mark.judged(floor=JUDGED_FLOOR)
+@pytest.mark.heavy(seconds=403)
 @given(data=st.data())
 def test_criterion_rejects_a_stalled_run(data):
     """Calibration of the rate-aware growth checks: the same run stopped at a tenth of its first budget
