@@ -3,9 +3,10 @@
 * Every subcommand of ``python -m theory`` (``analyze``, ``check``, ``train`` with each engine, with
   ``--normalized`` and ``--init``, every ``reproduce`` name, with ``--figure`` wherever it draws one, every
   ``sweep`` name, ``--resume``, ``--figure``), ``--version`` and ``python -m reports``: exit status 0,
-  no traceback, one strict JSON document on stdout (``check``: one per line), a PNG where ``--figure`` asks
-  for one, and the figure redrawn from the printed JSON alone (a figure that read a key the JSON drops
-  failed with ``KeyError: '_curves'``).
+  no traceback, one strict JSON document on stdout (``check``: one per line, one per claim), a PNG where
+  ``--figure`` asks for one, and the figure redrawn from the printed JSON alone (a figure that read a key the
+  JSON drops failed with ``KeyError: '_curves'``).  The ``reproduce`` names and the whole ``check`` run as
+  their documented commands only (below), each once.
 * Every command in a code block of README.md or docs/ is parsed by the real argument parser: a documented
   command that no longer parses, names an unknown sweep or engine, or a problem file that does not
   exist, fails here.  The docs must show every subcommand, every ``reproduce`` name and every sweep.
@@ -17,7 +18,7 @@
 The commands run in this process through ``theory.run.cli.main`` (a subprocess costs ~1 s of imports each);
 the entry points themselves (``python -m theory``, the ``tpg`` script, ``python -m reports``) run once each
 as subprocesses.  Whole module: about 25 s of CPU under the ci profile before the documented commands were
-run as well (most of it syn-medium, its smallest run, twice, and the first compile of the kernels); those
+run as well (most of it syn-medium's smallest run and the first compile of the kernels); those
 add about 2 minutes of wall time on a loaded 2-core machine, most of it tian-fig7/10's real-text runs.
 """
 from __future__ import annotations
@@ -79,18 +80,12 @@ def test_analyze(capsys):
 
 
 def test_check(capsys):
-    """``check``: one JSON object per claim on stdout, a verdict for each, exit 0 when none fails."""
-    from theory.claims import all_claims
-
-    rc = cli.main(["check", "examples/scc_above_token.json"])
-    out, err = capsys.readouterr()
-    assert rc == 0 and "Traceback" not in err, err[-3000:]
-    lines = [strict_json(line) for line in out.splitlines()]
-    assert [d["claim"] for d in lines] == [c.name for c in all_claims()], out
-    assert all(d["verdict"] in ("holds", "fails", "undecided", "not applicable") for d in lines), lines
-    assert any(d["verdict"] == "holds" for d in lines), lines
+    """``check --claim``: one claim's JSON object; an unknown claim is a usage error.  (The whole ``check``, one
+    object per claim, is the documented ``tpg check examples/scc_above_token.json``, run as written by
+    :func:`test_documented_command_runs` and compared with the properties' decision in
+    ``properties/suite/test_check.py``.)"""
     one = run_cli(capsys, "check", "examples/scc_above_token.json", "--claim", "li2024.theorem2")
-    assert one["claim"] == "li2024.theorem2", one
+    assert one["claim"] == "li2024.theorem2" and one["verdict"] in ("holds", "fails", "undecided"), one
     run_cli(capsys, "check", "examples/scc_above_token.json", "--claim", "no-such-claim", status=2)
 
 
@@ -129,20 +124,17 @@ SMALL_REPRODUCE = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
-def test_reproduce(capsys, tmp_path, name):
-    assert name in SMALL_REPRODUCE, f"reproduce {name}: give it a small-budget command in SMALL_REPRODUCE"
-    argv = ["reproduce", name, *SMALL_REPRODUCE[name]]
-    png = tmp_path / "figure.png"
-    if name in FIGURES:
-        argv += ["--figure", png]
-    out = run_cli(capsys, *argv)
-    assert isinstance(out, dict) and out, out
-    if name in FIGURES:
-        assert_png(png)
-        # The figure is drawn from what the JSON carries: redrawn from the printed result, it must not need
-        # anything the JSON dropped.
-        assert _load(FIGURES[name])(out).startswith(PNG)
+def test_every_experiment_is_run_by_a_documented_command():
+    """Each ``reproduce`` name is run by a command of README.md or docs/command-line.md (so by
+    :func:`test_documented_command_runs`, at its SMALL_REPRODUCE budget), with ``--figure`` where it draws one:
+    that test checks the JSON, the PNG and the figure redrawn from the printed JSON."""
+    for name in EXPERIMENTS:
+        assert name in SMALL_REPRODUCE, f"reproduce {name}: give it a small-budget command in SMALL_REPRODUCE"
+    run = [argv for _, _, argv in runnable_commands() if argv[:1] == ["reproduce"] and len(argv) > 1]
+    missing = set(EXPERIMENTS) - {argv[1] for argv in run}
+    assert not missing, f"reproduce names no README/command-line.md command runs: {sorted(missing)}"
+    drawn = {argv[1] for argv in run if "--figure" in argv}
+    assert set(FIGURES) <= drawn, f"figures no documented command draws: {sorted(set(FIGURES) - drawn)}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -463,7 +455,16 @@ def test_documented_command_runs(where, capsys, tmp_path, monkeypatch):
     if argv in (["--version"],) or "--list-claims" in argv:
         assert out.strip(), where
         return
-    for doc in out.splitlines() if argv[0] == "check" else [out]:
-        assert strict_json(doc), where
+    docs = [strict_json(doc) for doc in (out.splitlines() if argv[0] == "check" else [out])]
+    assert all(docs), where
+    if argv[0] == "check" and "--claim" not in argv and "--list-claims" not in argv:
+        from theory.claims import all_claims
+
+        assert [d["claim"] for d in docs] == [c.name for c in all_claims()], f"{where}: one object per claim"
+        assert all(d["verdict"] in ("holds", "fails", "undecided", "not applicable") for d in docs), docs
     if "--figure" in argv:
         assert_png(tmp_path / argv[argv.index("--figure") + 1])
+        if argv[0] == "reproduce":
+            # The figure is drawn from what the JSON carries: redrawn from the printed result, it must not
+            # need anything the JSON dropped (a figure that read a dropped key failed with KeyError: '_curves').
+            assert _load(FIGURES[argv[1]])(docs[0]).startswith(PNG), where
