@@ -110,6 +110,8 @@ MUTANTS = [
            "lambda lk: mass >= MASS_MIN and lk <= 2 * leak_prev + 1e-12"),
     Mutant("finite-convergence-decay-past-stall", "W^svm = 0: moves accepted at x1.1 per decade (reject [0.8, 1.25])",
            "theory/li2024/criteria.py", "MOVE_DECAY = 0.5\n", "MOVE_DECAY = 1.1\n"),
+    Mutant("finite-convergence-accept-unconfirmed", "W^svm = 0: the moves' accept taken at once, not confirmed a decade later",
+           "theory/li2024/criteria.py", "confirmed = moved <= floor or (", "confirmed = True or ("),
     Mutant("theorem2-fin-decay-past-plateau", "Theorem 2's finite part accepted at x1.0 per doubling (reject >= x0.9)",
            "theory/li2024/regpath_verdict.py", "FIN_DECAY = 0.5  #", "FIN_DECAY = 1.0  #"),
     Mutant("automaton-decay-past-stall", "automaton errors accepted at x1.0 per decade (reject >= x0.9)",
