@@ -48,21 +48,26 @@ def _hessians(p, A):
     return data, Q, query_hessians(A, data, Q)
 
 
-def _eigenvalue_rounding(A, data, space) -> float:
-    """A bound on the rounding of ``λ_min`` of the whitened Hessian ``Z^T T^T H T Z``: each Hessian entry is a
-    sum of products of attentions (<= 1) with the loss's ``F`` and ``δ`` entries, exact to ~eps of
-    ``Σ_i w_i (max |F_i| + max |δ_i|)``, and the products with ``T Z`` scale that by ``||T Z||_2^2`` (large when
-    ``M`` is nearly singular).  The factor ``64 K^2`` covers the sums.  The terms' scale, not the Hessian's
-    value: on a constant loss the terms cancel to rounding noise (stress seeds 2980399828, 4069227658)."""
+def _hessian_rounding(A, data) -> float:
+    """A bound on the rounding of each entry of the Hessians ``H_k``: each is a sum of products of attentions
+    (<= 1) with the loss's ``F`` and ``δ`` entries, exact to ~eps of ``Σ_i w_i (max |F_i| + max |δ_i|)``; the
+    factor ``64 K^2`` covers the sums.  The terms' scale, not the Hessian's value: on a constant loss the terms
+    cancel to rounding noise (stress seeds 2980399828, 4069227658)."""
     from theory.li2024.curvature import _loss_derivatives
     from theory.li2024.losses import attention
 
     with np.errstate(all="ignore"):
         delta, F = _loss_derivatives(attention(A, data), data)
     terms = data.weights @ (np.abs(F).max(axis=(1, 2)) + np.abs(delta).max(axis=1))
-    TZ = space.T @ space.Z
     K = A.shape[0]
-    return 64 * K * K * EPS * float(np.nan_to_num(terms, nan=np.inf)) * float(np.linalg.norm(TZ, 2)) ** 2
+    return 64 * K * K * EPS * float(np.nan_to_num(terms, nan=np.inf))
+
+
+def _eigenvalue_rounding(A, data, space) -> float:
+    """A bound on the rounding of ``λ_min`` of the whitened Hessian ``Z^T T^T H T Z``: the entries' rounding
+    (:func:`_hessian_rounding`) scaled by ``||T Z||_2^2`` (large when ``M`` is nearly singular)."""
+    TZ = space.T @ space.Z
+    return _hessian_rounding(A, data) * float(np.linalg.norm(TZ, 2)) ** 2
 
 
 @pytest.mark.theorem("Section 5")
@@ -192,3 +197,44 @@ def test_the_compiled_nonconvex_rhs_agrees_with_numpy(state):
     event(f"D plant resolved={resolved_D}")
     if resolved_D:
         assert abs(planted[n] - got[n]) > tol_D
+
+
+@pytest.mark.theorem("Section 5")
+@settings(max_examples=scaled(30), deadline=None)
+@given(state=flow_states())
+def test_the_compiled_nonconvex_jacobian_agrees_with_numpy(state):
+    """:func:`theory.li2024.curvature_kernel.nonconvex_jac` against ``_Flow.jac``'s numpy path.  ``B``'s block
+    ``-sign e^s blockdiag(H_k) T``: each entry within ``e^s`` times the Hessian entries' rounding
+    (:func:`_hessian_rounding`) times the absolute row sum of ``T`` it multiplies; ``D``'s entry ``e^s μ``
+    within ``e^s`` times the eigenvalue's rounding (:func:`_eigenvalue_rounding`), every other entry of ``D``'s
+    row and column exactly 0.  A planted change of 1e-6 in the largest entry of ``B``'s block must be caught
+    where it exceeds twice the tolerance (counted by event)."""
+    p, flow, y, s = state
+    note_problem(p)
+    with np.errstate(all="ignore"):
+        got = flow.jac(s, y)
+        flow.compiled = False
+        try:
+            ref = flow.jac(s, y)
+        finally:
+            flow.compiled = True
+        A = flow.scores(y)
+    if not np.all(np.isfinite(ref)):
+        event("state outside the loss's domain (non-finite reference)")
+        return
+    n = flow.n
+    K, nq = flow.K, flow.nq
+    # Row (i, c) of blockdiag(H_k) T sums K products H_c[i, j] T[(j, c), col]: its rounding is the Hessian
+    # entries' times sum_j |T[(j, c), col]|.
+    T_abs = np.abs(flow.space.T).reshape(K, nq, n).sum(axis=0)  # (c, col)
+    tol = 2 * np.exp(s) * _hessian_rounding(A, flow.data) * np.broadcast_to(T_abs[None], (K, nq, n)).reshape(n, n)
+    diff = np.abs(got[:n, :n] - ref[:n, :n])
+    assert np.all(diff <= tol), (float(np.max(diff / np.maximum(tol, 1e-300))), describe(p))
+    assert np.all(got[n, :n] == 0) and np.all(got[:n, n] == 0), describe(p)
+    tol_D = np.exp(s) * _eigenvalue_rounding(A, flow.data, flow.space) + 1e-8 * abs(ref[n, n])
+    assert abs(got[n, n] - ref[n, n]) <= tol_D, (got[n, n], ref[n, n], tol_D, describe(p))
+    big = np.unravel_index(int(np.argmax(np.abs(ref[:n, :n]) / np.maximum(tol, 1e-300))), (n, n))
+    resolved = abs(ref[big]) * 1e-6 > 2 * tol[big]
+    event(f"Jacobian plant resolved={resolved}")
+    if resolved:
+        assert abs(ref[big] * (1 + 1e-6) - got[big]) > tol[big]

@@ -81,6 +81,7 @@ the bound cannot resolve is not decided.  For the convex loss ``μ = 0`` and not
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -92,7 +93,7 @@ from theory.core.problem import Problem
 from theory.li2024 import shadowing
 from theory.li2024.analysis import Analysis
 from theory.li2024.curvature import MovementSpace, query_hessians
-from theory.li2024.curvature_kernel import nonconvex_rhs
+from theory.li2024.curvature_kernel import nonconvex_jac, nonconvex_rhs
 from theory.li2024.engine import LOSS_CODES
 from theory.li2024.flow_kernel import flow_rhs
 from theory.li2024.losses import EPS, TokenData, attention, loss_and_grad_scores
@@ -220,11 +221,12 @@ class _Flow:
         self.evals = 0
         self.segment_limit, self.segment_start = MAX_EVALS, 0
         self.fallback_evals = FALLBACK_EVALS if self.convex else NONCONVEX_FALLBACK_EVALS
-        # flow_kernel.flow_rhs (convex) or curvature_kernel.nonconvex_rhs: the same arithmetic, compiled
+        # flow_kernel.flow_rhs (convex) or curvature_kernel.nonconvex_rhs and nonconvex_jac: the same arithmetic, compiled
         self.compiled = compiled
         self.space = MovementSpace(self.M, self.Q)
         if not self.convex:
             self.TZ = np.ascontiguousarray(self.space.TZ)
+            self.T = np.ascontiguousarray(self.space.T)
             self.code = LOSS_CODES[data.loss]
             self.H = np.ascontiguousarray(data.H, dtype=float)
         # The right-hand side's rounding as a forcing of a non-convex flow's D (rounding_forcing): B's noise per unit
@@ -322,7 +324,7 @@ class _Flow:
         :class:`_LogBound`) 0.17 and 0.14."""
         if self.convex:
             return 0.0
-        return self.to_W * self.noise_at_s0 * float(np.exp(s - self.noise_s0))
+        return self.to_W * self.noise_at_s0 * math.exp(s - self.noise_s0)
 
     def _rhs(self, s, y):
         if self.order == 2:
@@ -412,6 +414,11 @@ class _Flow:
     def jac(self, s, y):
         if self.order == 2:
             return modified_jacobian(self, s, y, self.correction)
+        if not self.convex and self.compiled:
+            d = self.data
+            return nonconvex_jac(np.ascontiguousarray(y, dtype=float), float(s), self.A1, self.M, self.MQQ, self.Q,
+                                 self.qidx, d.queries, d.log_counts, d.labels, d.weights, self.H, self.code,
+                                 float(self.sign), self.T, self.TZ)
         A = self.scores(y)
         if not self.convex:
             Hq = query_hessians(A, self.data, self.Q)
@@ -589,7 +596,7 @@ class _LogBound:
 
     def _linear(self, z: np.ndarray) -> np.ndarray:
         y = np.array(z, dtype=float)
-        y[-1] = np.exp(min(float(z[-1]), LOG_D_MAX))
+        y[-1] = math.exp(min(float(z[-1]), LOG_D_MAX))
         return y
 
     def rhs(self, s, z):

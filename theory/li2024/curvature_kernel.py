@@ -1,8 +1,8 @@
-"""The continuation's right-hand side for Section 5's losses, compiled (numba): ``dB_Q/ds`` and ``dD/ds`` with
-Grönwall's factor, in one pass over the samples.
+"""The continuation's right-hand side and Jacobian for Section 5's losses, compiled (numba): ``dB_Q/ds`` and
+``dD/ds`` with Grönwall's factor, in one pass over the samples.
 
-The same quantities as ``_Flow.rhs_numpy`` of :mod:`theory.li2024.continuation` for a loss that is not convex
-in ``W`` (every loss and head of the suite but the log loss under Assumption 1, which
+The same quantities as ``_Flow.rhs_numpy`` and ``_Flow.jac`` of :mod:`theory.li2024.continuation` for a loss
+that is not convex in ``W`` (every loss and head of the suite but the log loss under Assumption 1, which
 :mod:`theory.li2024.flow_kernel` computes):
 
 * ``A = A₁ - M B M``, per sample ``a_i = softmax(A[:, q_i] + log c_i)``;
@@ -12,11 +12,23 @@ in ``W`` (every loss and head of the suite but the log loss under Assumption 1, 
   expanded as ``diag(v) - v a^T - a v^T + (Σ v) a a^T`` with ``v = a ∘ (c - c̄)``;
 * ``G[:, k]`` and ``H_k`` summed over the samples of query ``k``;
 * ``||H g||`` (``dA = M G M``, ``dG[:, k] = H_k dA[:, k]``) and ``μ = max(0, -λ_min)`` of
-  ``Σ_k (T Z)_k^T H_k (T Z)_k`` (``T``, ``Z``: :class:`theory.li2024.curvature.MovementSpace`).
+  ``S = Σ_k (T Z)_k^T H_k (T Z)_k`` (``T``, ``Z``: :class:`theory.li2024.curvature.MovementSpace`);
+* the Jacobian ``-sign e^s blockdiag(H_k) T`` in ``B`` and ``e^s μ`` in ``D``.
 
-It agrees with the numpy right-hand side within a rounding tolerance (``properties/li2024/test_curvature.py``).
-Division follows numpy (``error_model="numpy"``): a state past the loss's domain (``u = 0`` for the log loss
-with a broken head) gives a non-finite right-hand side, which the continuation refuses, as the numpy one does.
+Why loops, not matrix products.  The problems are small (K <= 12, a handful of samples): numba's ``@`` calls
+BLAS with a new array per product, and on Section 5's example files those calls and allocations were most of a
+call (20-45 µs a call before, 10-20 µs now, the dispatch included; ``benchmarks/bench_curvature_kernel.py``).
+The products are the same sums in another order, so the two differ by rounding only.
+
+``μ`` skips the eigenvalue problem where ``S`` is positive definite: its Cholesky factorization succeeding in
+floating point says ``λ_min(S) > -c R eps ||S||`` (``R`` its order), the accuracy ``eigvalsh`` itself has
+for ``λ_min``, so ``μ = 0`` there is ``eigvalsh``'s answer to within its own rounding.  Elsewhere ``eigvalsh``
+decides, as before.
+
+It agrees with the numpy right-hand side and Jacobian within a rounding tolerance
+(``properties/li2024/test_curvature.py``).  Division follows numpy (``error_model="numpy"``): a state past the
+loss's domain (``u = 0`` for the log loss with a broken head) gives a non-finite right-hand side, which the
+continuation refuses, as the numpy one does.
 """
 from __future__ import annotations
 
@@ -24,48 +36,66 @@ import numpy as np
 from numba import njit
 
 from theory.li2024.engine import LOSS_CODES
-from theory.li2024.flow_kernel import _attention, _grad_norm_scores, _scores
+from theory.li2024.flow_kernel import _attention, _scores
 
-__all__ = ["nonconvex_rhs"]
+__all__ = ["nonconvex_jac", "nonconvex_rhs"]
 
 # The engine's codes, read once at import: numba compiles module globals as constants.
 LOG, CE, SQUARE, LSQ = LOSS_CODES["log"], LOSS_CODES["ce"], LOSS_CODES["square"], LOSS_CODES["lsq"]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _loss_terms(a, r, y, H, code, K, delta, F):
-    """``δ`` and ``F`` of one sample into ``delta`` (K) and ``F`` (K x K)."""
+def _loss_terms(a, r, y, H, code, K, delta, F, z, p, dz, Fz, HF):
+    """``δ`` and ``F`` of one sample into ``delta`` (K) and ``F`` (K x K); ``z``, ``p``, ``dz`` (C), ``Fz``
+    (C x C) and ``HF`` (K x C) are scratch for the head's logits (ce, lsq: ``F = H^T F_z H``)."""
     if code == CE or code == LSQ:
         C = H.shape[0]
-        z = np.zeros(C)
+        zmax = -np.inf
         for l in range(C):
+            acc = 0.0
             for t in range(K):
-                z[l] += H[l, t] * a[t]
-        zmax = z.max()
-        p = np.exp(z - zmax)
-        p /= p.sum()
-        pe = p.copy()
-        pe[y] = 0.0
-        pe[y] = -pe.sum()
-        Fz = np.empty((C, C))
+                acc += H[l, t] * a[t]
+            z[l] = acc
+            zmax = max(zmax, acc)
+        tot = 0.0
+        for l in range(C):
+            p[l] = np.exp(z[l] - zmax)
+            tot += p[l]
+        for l in range(C):
+            p[l] /= tot
+        rest = 0.0
+        for l in range(C):
+            if l != y:
+                dz[l] = p[l]
+                rest += p[l]
+        dz[y] = -rest
         for l in range(C):
             for m in range(C):
                 Fz[l, m] = (p[l] if l == m else 0.0) - p[l] * p[m]
-        dz = pe.copy()
         if code == LSQ:
-            py, rest = p[y], -pe[y]
-            for l in range(C):
-                dz[l] = 2.0 * py * rest * pe[l]
+            py = p[y]
             for l in range(C):
                 for m in range(C):
-                    Fz[l, m] = 2.0 * py * (rest * Fz[l, m] - (1.0 - 2.0 * py) * pe[l] * pe[m])
+                    Fz[l, m] = 2.0 * py * (rest * Fz[l, m] - (1.0 - 2.0 * py) * dz[l] * dz[m])
+            for l in range(C):
+                dz[l] = 2.0 * py * rest * dz[l]
         for t in range(K):
             acc = 0.0
             for l in range(C):
                 acc += dz[l] * (H[l, t] - H[l, r])
             delta[t] = acc
-        HF = H.T @ Fz
-        F[:, :] = HF @ H
+        for t in range(K):
+            for m in range(C):
+                acc = 0.0
+                for l in range(C):
+                    acc += H[l, t] * Fz[l, m]
+                HF[t, m] = acc
+        for t in range(K):
+            for s in range(K):
+                acc = 0.0
+                for m in range(C):
+                    acc += HF[t, m] * H[m, s]
+                F[t, s] = acc
         return
     u = 0.0
     omu = 0.0
@@ -90,14 +120,22 @@ def _gradient_and_hessians(A, qidx, queries, log_counts, labels, weights, H, cod
     """``G`` (K x K) and ``H_k`` (nq x K x K) at scores ``A``."""
     G = np.zeros((K, K))
     Hq = np.zeros((nq, K, K))
+    C = H.shape[0]
     a = np.empty(K)
     delta = np.empty(K)
     F = np.empty((K, K))
     J = np.empty((K, K))
+    JF = np.empty((K, K))
+    v = np.empty(K)
+    z = np.empty(C)
+    p = np.empty(C)
+    dz = np.empty(C)
+    Fz = np.empty((C, C))
+    HF = np.empty((K, C))
     for i in range(len(labels)):
         q, w, y = queries[i], weights[i], labels[i]
         r = _attention(A, q, log_counts[i], K, a)
-        _loss_terms(a, r, y, H, code, K, delta, F)
+        _loss_terms(a, r, y, H, code, K, delta, F, z, p, dz, Fz, HF)
         mbar = 0.0
         for t in range(K):
             mbar += a[t] * delta[t]
@@ -110,15 +148,101 @@ def _gradient_and_hessians(A, qidx, queries, log_counts, labels, weights, H, cod
             for s in range(K):
                 J[t, s] = (a[t] - a[t] * a[t] if t == s else 0.0) - (a[t] * a[s] if t != s else 0.0)
         J[r, r] = a[r] * rest
-        JFJ = J @ F @ J
-        v = a * (delta - mbar)
-        vs = v.sum()
+        for t in range(K):
+            for m in range(K):
+                acc = 0.0
+                for u in range(K):
+                    acc += J[t, u] * F[u, m]
+                JF[t, m] = acc
+        vs = 0.0
+        for t in range(K):
+            v[t] = a[t] * (delta[t] - mbar)
+            vs += v[t]
         k = qidx[i]
         for t in range(K):
             for s in range(K):
+                acc = 0.0
+                for m in range(K):
+                    acc += JF[t, m] * J[m, s]
                 second = (v[t] if t == s else 0.0) - v[t] * a[s] - a[t] * v[s] + vs * a[t] * a[s]
-                Hq[k, t, s] += w * (JFJ[t, s] + second)
+                Hq[k, t, s] += w * (acc + second)
     return G, Hq
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _grad_norm_scores(G, M, K):
+    """``||E^T G E||_F = sqrt(tr(G^T M G M))``, ``G`` scaled by ``max |G|`` first."""
+    gmax = 0.0
+    for i in range(K):
+        for j in range(K):
+            gmax = max(gmax, abs(G[i, j]))
+    if gmax == 0.0 or not np.isfinite(gmax):
+        return gmax
+    MG = np.empty((K, K))
+    for i in range(K):
+        for j in range(K):
+            acc = 0.0
+            for l in range(K):
+                acc += M[i, l] * G[l, j] / gmax
+            MG[i, j] = acc
+    acc = 0.0
+    for i in range(K):
+        for j in range(K):
+            t = 0.0
+            for l in range(K):
+                t += G[l, i] / gmax * MG[l, j]
+            acc += t * M[j, i]
+    return gmax * np.sqrt(max(acc, 0.0))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _positive_definite(S, R):
+    """Whether ``S``'s Cholesky factorization succeeds (every pivot positive)."""
+    L = np.zeros((R, R))
+    for j in range(R):
+        d = S[j, j]
+        for k in range(j):
+            d -= L[j, k] * L[j, k]
+        if not d > 0.0:
+            return False
+        L[j, j] = np.sqrt(d)
+        for i in range(j + 1, R):
+            acc = S[i, j]
+            for k in range(j):
+                acc -= L[i, k] * L[j, k]
+            L[i, j] = acc / L[j, j]
+    return True
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _least_curvature(Hq, TZ, K, nq):
+    """``μ = max(0, -λ_min(S))``, ``S = Σ_k (T Z)_k^T H_k (T Z)_k`` (module docstring; ``inf`` if ``S`` is not finite)."""
+    R = TZ.shape[1]
+    S = np.zeros((R, R))
+    HR = np.empty((K, R))
+    for c in range(nq):
+        for j in range(K):
+            for b in range(R):
+                acc = 0.0
+                for i in range(K):
+                    acc += Hq[c, j, i] * TZ[i * nq + c, b]
+                HR[j, b] = acc
+        for a in range(R):
+            for b in range(R):
+                acc = 0.0
+                for j in range(K):
+                    acc += TZ[j * nq + c, a] * HR[j, b]
+                S[a, b] += acc
+    if not np.all(np.isfinite(S)):
+        return np.inf
+    for a in range(R):
+        for b in range(a + 1, R):
+            m = 0.5 * (S[a, b] + S[b, a])
+            S[a, b] = m
+            S[b, a] = m
+    if _positive_definite(S, R):
+        return 0.0
+    return max(0.0, -np.linalg.eigvalsh(S)[0])
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -130,28 +254,51 @@ def nonconvex_rhs(y, s, A1, M, MQQ, Q, qidx, queries, log_counts, labels, weight
     G, Hq = _gradient_and_hessians(A, qidx, queries, log_counts, labels, weights, H, code, K, nq)
     t = np.exp(s)
     out = np.empty(n + 1)
-    GQ = np.empty((K, nq))
     for i in range(K):
         for c in range(nq):
-            GQ[i, c] = G[i, Q[c]]
             out[i * nq + c] = sign * t * G[i, Q[c]]
-    dA = M @ (GQ @ MQQ)
+    # ||H g||: dA = M G M on the query columns, dG[:, k] = H_k dA[:, k]
+    GM = np.empty((K, nq))
+    for i in range(K):
+        for c in range(nq):
+            acc = 0.0
+            for d in range(nq):
+                acc += G[i, Q[d]] * MQQ[d, c]
+            GM[i, c] = acc
     dG = np.zeros((K, K))
+    dA = np.empty(K)
     for c in range(nq):
-        dG[:, Q[c]] = Hq[c] @ np.ascontiguousarray(dA[:, c])
+        for j in range(K):
+            acc = 0.0
+            for i in range(K):
+                acc += M[j, i] * GM[i, c]
+            dA[j] = acc
+        for j in range(K):
+            acc = 0.0
+            for i in range(K):
+                acc += Hq[c, j, i] * dA[i]
+            dG[j, Q[c]] = acc
     hg = _grad_norm_scores(dG, M, K)
-    R = TZ.shape[1]
-    S = np.zeros((R, R))
-    for c in range(nq):
-        rows = np.empty((K, R))
-        for i in range(K):
-            rows[i, :] = TZ[i * nq + c, :]
-        S += rows.T @ (Hq[c] @ rows)
-    mu = 0.0
-    if np.all(np.isfinite(S)):
-        lam = np.linalg.eigvalsh(0.5 * (S + S.T))[0]
-        mu = max(0.0, -lam)
-    else:
-        mu = np.inf
-    out[n] = t * (eta * hg + mu * y[n])
+    out[n] = t * (eta * hg + _least_curvature(Hq, TZ, K, nq) * y[n])
     return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def nonconvex_jac(y, s, A1, M, MQQ, Q, qidx, queries, log_counts, labels, weights, H, code, sign, T, TZ):
+    """The Jacobian of :func:`nonconvex_rhs` in ``(B_Q, D)``: ``-sign e^s blockdiag(H_k) T`` and ``e^s μ``
+    (``D``'s row has no ``∂/∂B``, as ``_Flow.jac``'s); ``T`` is ``MovementSpace.T``."""
+    K, nq = A1.shape[0], len(Q)
+    n = K * nq
+    A = _scores(y, A1, M, MQQ, Q, K, nq)
+    _, Hq = _gradient_and_hessians(A, qidx, queries, log_counts, labels, weights, H, code, K, nq)
+    t = np.exp(s)
+    J = np.zeros((n + 1, n + 1))
+    for i in range(K):
+        for c in range(nq):
+            for col in range(n):
+                acc = 0.0
+                for j in range(K):
+                    acc += Hq[c, i, j] * T[j * nq + c, col]
+                J[i * nq + c, col] = -sign * t * acc
+    J[n, n] = t * _least_curvature(Hq, TZ, K, nq)
+    return J
