@@ -204,8 +204,9 @@ def test_the_compiled_nonconvex_rhs_agrees_with_numpy(state):
 @given(state=flow_states())
 def test_the_compiled_nonconvex_jacobian_agrees_with_numpy(state):
     """:func:`theory.li2024.curvature_kernel.nonconvex_jac` against ``_Flow.jac``'s numpy path.  ``B``'s block
-    ``-sign e^s blockdiag(H_k) T``: each entry within ``e^s`` times the Hessian entries' rounding
-    (:func:`_hessian_rounding`) times the absolute row sum of ``T`` it multiplies; ``D``'s entry ``e^s μ``
+    ``-sign e^s blockdiag(H_k) T``: each entry within twice (one rounding per side) ``e^s`` times the Hessian
+    entries' rounding (:func:`_hessian_rounding`) times the absolute sum of the entries of ``T`` it multiplies;
+    ``D``'s entry ``e^s μ``
     within ``e^s`` times the eigenvalue's rounding (:func:`_eigenvalue_rounding`), every other entry of ``D``'s
     row and column exactly 0.  A planted change of 1e-6 in the largest entry of ``B``'s block must be caught
     where it exceeds twice the tolerance (counted by event)."""

@@ -17,8 +17,12 @@ that is not convex in ``W`` (every loss and head of the suite but the log loss u
 
 Why loops, not matrix products.  The problems are small (K <= 12, a handful of samples): numba's ``@`` calls
 BLAS with a new array per product, and on Section 5's example files those calls and allocations were most of a
-call (20-45 µs a call before, 10-20 µs now, the dispatch included; ``benchmarks/bench_curvature_kernel.py``).
-The products are the same sums in another order, so the two differ by rounding only.
+call (20-45 µs a call before on the states of 12 example files, 10-20 µs after, the dispatch included;
+``benchmarks/bench_curvature_kernel.py`` against numpy).  The products are the same sums in another order, so the
+two differ by rounding only.  Except the scores ``A``: they stay :mod:`theory.li2024.flow_kernel`'s (BLAS), so
+``B``'s right-hand side is bitwise the one before this rewrite.  Its difference from numpy is the continuation's
+reading of its rounding noise (``_Flow.rounding_noise``), and the tolerance floors built on that reading do not move
+with the Hessians' arithmetic.
 
 ``μ`` skips the eigenvalue problem where ``S`` is positive definite: its Cholesky factorization succeeding in
 floating point says ``λ_min(S) > -c R eps ||S||`` (``R`` its order), the accuracy ``eigvalsh`` itself has
