@@ -49,6 +49,17 @@ LOG, CE, SQUARE, LSQ = LOSS_CODES["log"], LOSS_CODES["ce"], LOSS_CODES["square"]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def _product_into(X, Y, out):
+    """``out = X @ Y``, each entry summed in index order: no BLAS call and no new array (module docstring)."""
+    for i in range(X.shape[0]):
+        for j in range(Y.shape[1]):
+            acc = 0.0
+            for l in range(X.shape[1]):
+                acc += X[i, l] * Y[l, j]
+            out[i, j] = acc
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _loss_terms(a, r, y, H, code, K, delta, F, z, p, dz, Fz, HF):
     """``δ`` and ``F`` of one sample into ``delta`` (K) and ``F`` (K x K); ``z``, ``p``, ``dz`` (C), ``Fz``
     (C x C) and ``HF`` (K x C) are scratch for the head's logits (ce, lsq: ``F = H^T F_z H``)."""
@@ -88,18 +99,8 @@ def _loss_terms(a, r, y, H, code, K, delta, F, z, p, dz, Fz, HF):
             for l in range(C):
                 acc += dz[l] * (H[l, t] - H[l, r])
             delta[t] = acc
-        for t in range(K):
-            for m in range(C):
-                acc = 0.0
-                for l in range(C):
-                    acc += H[l, t] * Fz[l, m]
-                HF[t, m] = acc
-        for t in range(K):
-            for s in range(K):
-                acc = 0.0
-                for m in range(C):
-                    acc += HF[t, m] * H[m, s]
-                F[t, s] = acc
+        _product_into(H.T, Fz, HF)
+        _product_into(HF, H, F)
         return
     u = 0.0
     omu = 0.0
@@ -130,6 +131,7 @@ def _gradient_and_hessians(A, qidx, queries, log_counts, labels, weights, H, cod
     F = np.empty((K, K))
     J = np.empty((K, K))
     JF = np.empty((K, K))
+    JFJ = np.empty((K, K))
     v = np.empty(K)
     z = np.empty(C)
     p = np.empty(C)
@@ -152,12 +154,8 @@ def _gradient_and_hessians(A, qidx, queries, log_counts, labels, weights, H, cod
             for s in range(K):
                 J[t, s] = (a[t] - a[t] * a[t] if t == s else 0.0) - (a[t] * a[s] if t != s else 0.0)
         J[r, r] = a[r] * rest
-        for t in range(K):
-            for m in range(K):
-                acc = 0.0
-                for u in range(K):
-                    acc += J[t, u] * F[u, m]
-                JF[t, m] = acc
+        _product_into(J, F, JF)
+        _product_into(JF, J, JFJ)
         vs = 0.0
         for t in range(K):
             v[t] = a[t] * (delta[t] - mbar)
@@ -165,17 +163,16 @@ def _gradient_and_hessians(A, qidx, queries, log_counts, labels, weights, H, cod
         k = qidx[i]
         for t in range(K):
             for s in range(K):
-                acc = 0.0
-                for m in range(K):
-                    acc += JF[t, m] * J[m, s]
                 second = (v[t] if t == s else 0.0) - v[t] * a[s] - a[t] * v[s] + vs * a[t] * a[s]
-                Hq[k, t, s] += w * (acc + second)
+                Hq[k, t, s] += w * (JFJ[t, s] + second)
     return G, Hq
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _grad_norm_scores(G, M, K):
-    """``||E^T G E||_F = sqrt(tr(G^T M G M))``, ``G`` scaled by ``max |G|`` first."""
+    """``||E^T G E||_F = sqrt(tr(G^T M G M))``, ``G`` scaled by ``max |G|`` first: the flow kernel's norm in loops.
+    Not shared with it: the convex flow's rounding stays as Theorem 1's measurements found it, and this one's as
+    Section 5's were measured with it."""
     gmax = 0.0
     for i in range(K):
         for j in range(K):
@@ -197,6 +194,19 @@ def _grad_norm_scores(G, M, K):
                 t += G[l, i] / gmax * MG[l, j]
             acc += t * M[j, i]
     return gmax * np.sqrt(max(acc, 0.0))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _query_block_into(Hq, X, c, nq, out):
+    """``out = H_c X_c``: ``X_c`` the rows ``(j, c)`` of ``X`` (the score change of token ``j`` in query column ``c``,
+    :class:`theory.li2024.curvature.MovementSpace`'s order ``j |Q| + c``)."""
+    K = Hq.shape[1]
+    for i in range(K):
+        for b in range(X.shape[1]):
+            acc = 0.0
+            for j in range(K):
+                acc += Hq[c, i, j] * X[j * nq + c, b]
+            out[i, b] = acc
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -225,12 +235,7 @@ def _least_curvature(Hq, TZ, K, nq):
     S = np.zeros((R, R))
     HR = np.empty((K, R))
     for c in range(nq):
-        for j in range(K):
-            for b in range(R):
-                acc = 0.0
-                for i in range(K):
-                    acc += Hq[c, j, i] * TZ[i * nq + c, b]
-                HR[j, b] = acc
+        _query_block_into(Hq, TZ, c, nq, HR)
         for a in range(R):
             for b in range(R):
                 acc = 0.0
@@ -297,12 +302,11 @@ def nonconvex_jac(y, s, A1, M, MQQ, Q, qidx, queries, log_counts, labels, weight
     _, Hq = _gradient_and_hessians(A, qidx, queries, log_counts, labels, weights, H, code, K, nq)
     t = np.exp(s)
     J = np.zeros((n + 1, n + 1))
-    for i in range(K):
-        for c in range(nq):
+    HT = np.empty((K, n))
+    for c in range(nq):
+        _query_block_into(Hq, T, c, nq, HT)
+        for i in range(K):
             for col in range(n):
-                acc = 0.0
-                for j in range(K):
-                    acc += Hq[c, i, j] * T[j * nq + c, col]
-                J[i * nq + c, col] = -sign * t * acc
+                J[i * nq + c, col] = -sign * t * HT[i, col]
     J[n, n] = t * _least_curvature(Hq, TZ, K, nq)
     return J
