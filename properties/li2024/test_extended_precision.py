@@ -104,7 +104,7 @@ def test_a_direction_converging_past_the_float64_extension_is_read_later_in_exte
     assert outcome == "aligned" and r["steps"] > lc.EXTENSION_MAX, (r.get("steps"), why)
     assert r["engine"].startswith("continuation, extended precision"), r["engine"]
     assert r["gd_deviation_bound"] < 0.1, r["gd_deviation_bound"]
-    monkeypatch.setattr(lc, "_extension_max", lambda variant: lc.EXTENSION_MAX)
+    monkeypatch.setattr(lc, "_extension_max", lambda variant, horizon=None: lc.EXTENSION_MAX)
     outcome, why, r = lc.verdict(p, theory_problem)
     assert outcome == "not judged" and why.startswith(lc.UNDECIDED), why
 

@@ -313,7 +313,8 @@ def test_a_direction_converging_at_the_top_is_judged_a_decade_later(monkeypatch)
     monkeypatch.setattr(criteria, "DIRECTION_RATE_ESCALATED", 11.85)
     outcome, why, r = lc.verdict(p, theory_problem)
     assert outcome == "aligned" and r["steps"] == 2 * 10**13 and "converging (γ" in why, why
-    monkeypatch.setattr(lc, "_extension_max", lambda variant: 2 * 10**12)  # every pass, extended precision's too
+    # every pass, extended precision's too
+    monkeypatch.setattr(lc, "_extension_max", lambda variant, horizon=None: 2 * 10**12)
     outcome, why, r = lc.verdict(p, theory_problem)
     assert outcome == "not judged" and why.startswith(lc.UNDECIDED + "converging"), why
 
@@ -568,11 +569,12 @@ def test_a_selection_changed_in_the_last_decade_is_judged_a_decade_later(monkeyp
     assert outcome == "not aligned" and "the ladder extended past 2e+12" in why and r["steps"] == 2 * 10**13, why
     confirmed, reading = independent_misalignment(p, r["eta"], horizon=r["steps"])
     assert confirmed and "2e+13" in reading, reading
-    monkeypatch.setattr(lc, "_extension_max", lambda variant: 10**12)  # every pass, extended precision's too
+    # every pass, extended precision's too
+    monkeypatch.setattr(lc, "_extension_max", lambda variant, horizon=None: 10**12)
     outcome, why, _ = lc.verdict(p, theory_problem)
     assert outcome == "not judged" and "without a settled decade before it" in why, why
     # The extended pass's longer ladder (_extension_max) on its rejecting side: with only that pass extended, the
     # settled misalignment must be read there, not accepted (measured: γ = 0.998 at 2e13).
-    monkeypatch.setattr(lc, "_extension_max", lambda variant: 10**14 if variant.extended else 10**12)
+    monkeypatch.setattr(lc, "_extension_max", lambda variant, horizon=None: 10**14 if variant.extended else 10**12)
     outcome, why, r = lc.verdict(p, theory_problem)
     assert outcome == "not aligned" and r["engine"].startswith("continuation, extended precision"), (outcome, why)

@@ -122,3 +122,51 @@ def test_scan_and_snap_claims_judge_a_class_layout_and_not_a_problem_file():
         assert c.check(problem).outcome.value == "not applicable"
         v = c.check(layout)
         assert v.passed, f"{name}: {v}"
+
+
+def test_check_suggests_a_larger_budget_only_where_it_moves_the_judges_budget(monkeypatch, capsys):
+    """Two undecided claims, one whose judge scales its budget and one whose criterion fixes it
+    (``scales_budget=False``, as Li et al.'s Theorem 2 and Tian et al.'s Theorem 4): ``--budget-scale 10`` is
+    suggested for the first only, and the second is named as one it does not apply to (the suggestion used to
+    name every undecided claim, Section 5's too, whose judge then ignored the scale)."""
+    import theory.claims as registry
+    from importlib.metadata import EntryPoint
+    from theory.core.claims import Claim
+    from theory.core.decision import Outcome, Verdict
+
+    def judge(problem, budget_scale=1.0):
+        return Verdict(Outcome.UNDECIDED, {}, reason_text="undecided at the planted budget")
+
+    pair = [Claim(name=f"planted.{n}", paper="p", reference="r", statement="s", assumptions=(), rule="r",
+                  calibrations=(), properties=(), judge=judge, scales_budget=scales)
+            for n, scales in (("scaling", True), ("fixed", False))]
+    monkeypatch.setattr(registry, "_planted_pair", lambda: pair, raising=False)
+    monkeypatch.setattr(registry, "_entry_points", lambda: [
+        EntryPoint(name="planted", value="theory.claims:_planted_pair", group=registry.ENTRY_POINT_GROUP)])
+    rc = main(["check", str(ROOT / "examples/scc_above_token.json"), "--claim", "planted.scaling",
+               "--claim", "planted.fixed"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and [json.loads(x)["verdict"] for x in out.splitlines()] == ["undecided"] * 2, out
+    (suggested,) = [x for x in err.splitlines() if "try --budget-scale" in x]
+    assert "planted.scaling" in suggested and "planted.fixed" not in suggested, err
+    (fixed,) = [x for x in err.splitlines() if "does not apply" in x]
+    assert "planted.fixed" in fixed and "planted.scaling" not in fixed, err
+
+
+def test_section5s_budget_scale_moves_its_horizon(monkeypatch):
+    """``budget_scale`` multiplies Section 5's horizon (its judge used to ignore it, while ``tpg check`` suggested
+    ``--budget-scale 10`` for its undecided verdicts).  On the persistent misalignment with the escalated line
+    planted at 11.85 (rates 11.8, 11.9, 11.4 at 2e11, 2e12, 2e13 steps-equivalent): at scale 1 it is converging
+    but above the line at 2e12 and decided by the extension a decade later; at scale 10, 2e13 is the ladder's own
+    top (no extension); at scale 0.1 the ladder ends at 2e11 (rate 11.8, accepted under the planted line)."""
+    from theory.claims import claim
+    from theory.core.decision import Outcome
+    from theory.li2024 import criteria
+
+    p = Problem.load(ROOT / "examples/section5_persistent_misalignment.json")
+    monkeypatch.setattr(criteria, "DIRECTION_RATE_ESCALATED", 11.85)
+    c = claim("li2024.section5")
+    one, ten, tenth = (c.check(p, budget_scale=s) for s in (1, 10, 0.1))
+    assert one.outcome is Outcome.HOLDS and one.budget == 2 * 10**13 and "extended past 2e+12" in one.reason_text, one
+    assert ten.outcome is Outcome.HOLDS and ten.budget == 2 * 10**13 and "extended past" not in ten.reason_text, ten
+    assert tenth.budget == 2 * 10**11 and "2e+12" not in tenth.reason_text, tenth

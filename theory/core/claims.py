@@ -121,6 +121,12 @@ class Claim:
         The test files that check it (the report's dashboard counts their tests on the claim's card).
     judge : callable, optional
         ``judge(problem, budget_scale) -> Verdict``; None for a claim judged on its own experiments.
+    domain : Domain
+        The losses and heads its statement allows (what its properties must draw).
+    scales_budget : bool, default True
+        Whether ``budget_scale`` moves the judge's maximum budget.  False for a judge whose budgets are its
+        criterion's own (Li et al.'s Theorem 2: the path's margins; Tian et al.'s Theorem 4: 300 and 3000
+        ``t₀``): ``tpg check`` then does not suggest ``--budget-scale`` for its undecided verdicts.
 
     Examples
     --------
@@ -143,6 +149,7 @@ class Claim:
     properties: tuple[str, ...]
     judge: Callable[[object, float], Verdict] | None = field(default=None, repr=False, compare=False)
     domain: Domain = field(default_factory=Domain, compare=False)
+    scales_budget: bool = field(default=True, compare=False)
 
     def first_failing_assumption(self, problem) -> Assumption | None:
         """The first of :attr:`assumptions` that ``problem`` does not meet, or None."""

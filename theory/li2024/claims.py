@@ -239,10 +239,14 @@ def judge_section5(problem, budget_scale: float = 1.0) -> Verdict:
 
     A "fails" is reported only where the independent computation of ``oracles/flow.py`` (its own GD and
     gradient flow, pseudo-TPG and Graph-SVM; no code shared with ``theory/``) reads the same settled
-    misalignment at the horizon; otherwise the verdict is undecided and says so."""
+    misalignment at the horizon; otherwise the verdict is undecided and says so.  ``budget_scale``
+    multiplies the ladder's horizon (``HORIZON``, 2e12 steps-equivalent), its extensions and GD's cap
+    together (the verdict's ``horizon``), the horizon at least the first budget (``STEPS``)."""
     from theory.li2024 import local_convergence
+    from theory.li2024.local_continuation import HORIZON
 
-    outcome, why, r = local_convergence.verdict(problem, problem.replace(head=None, loss="log"))
+    horizon = max(local_convergence.STEPS, int(HORIZON * budget_scale))
+    outcome, why, r = local_convergence.verdict(problem, problem.replace(head=None, loss="log"), horizon=horizon)
     mapped = {"aligned": Outcome.HOLDS, "not aligned": Outcome.FAILS, "not judged": Outcome.UNDECIDED}[outcome]
     measures = {k: r[k] for k in ("steps", "eta", "corr_pseudo", "inc_pseudo", "engine", "gd_deviation_bound")
                 if k in r and r[k] is not None}
@@ -306,7 +310,7 @@ THEOREM2 = Claim(
     "its (log t)/t track and the finite error decaying geometrically, escalated to margins 32, 64",
     ("reversed-edge Graph-SVMs", "duplicated-sample W^fin"),
     ("properties/li2024/test_theorem2.py",),
-    judge_theorem2, Domain(THEOREM2_LOSSES, ("biorthogonal",)))
+    judge_theorem2, Domain(THEOREM2_LOSSES, ("biorthogonal",)), scales_budget=False)
 
 AUTOMATON = Claim(
     "li2024.automaton", PAPER, "Section 3 (automaton reading)",

@@ -219,7 +219,8 @@ def aligned(r: dict) -> tuple[bool, float]:
 
 
 def verdict(problem: Problem, theory_problem: Problem, traj=None, select: float = SELECT,
-            reject: float = REJECT, note: str = "", step: Step | None = None) -> tuple[str, str, dict]:
+            reject: float = REJECT, note: str = "", step: Step | None = None,
+            horizon: int | None = None) -> tuple[str, str, dict]:
     """``(outcome, why, last run)`` with outcome ``"aligned"``, ``"not judged"`` or ``"not aligned"``; a
     failed or unsettled verdict escalates the budget before it is believed.
 
@@ -244,8 +245,15 @@ def verdict(problem: Problem, theory_problem: Problem, traj=None, select: float 
     direction in Theorem 1's reject zone for every ``W`` within the bound (``_rejected_at_horizon``: a limit
     the first budget's rate could not resolve, ~10° off at 2e7 steps).  A wrong limit direction keeps ``tan θ``
     constant, so the statistic grows with the budget and fails (the planted-threshold calibration of
-    ``properties/li2024/test_section5.py``)."""
+    ``properties/li2024/test_section5.py``).
+
+    ``horizon`` (default :data:`~theory.li2024.local_continuation.HORIZON`) is the ladder's last budget; the
+    ladder's extensions (:func:`_extension_max`) and GD's cap (:func:`_escalate_max`) scale with it, so
+    ``tpg check --budget-scale`` moves every limit of the verdict together (``horizon`` at least ``STEPS``)."""
     p = problem
+    horizon = int(lcont.HORIZON if horizon is None else horizon)
+    if horizon < STEPS:
+        raise ValueError(f"horizon must be at least STEPS ({STEPS}), got {horizon}")
     if traj is None:
         # GD for a tenth of the first budget, the continuation from there (where its bound held over GD's last
         # decade): the first budget's statistics are then judged over every W within the bound like the later
@@ -255,12 +263,13 @@ def verdict(problem: Problem, theory_problem: Problem, traj=None, select: float 
 
         short, step = train_section5(p, STEPS // 10, step)
         first = {"traj": short, "step": step, "eta": step.eta, "steps": int(short.final.step),
-                 "not_judged": "the first budget is the continuation's"}
-        out = _through_continuation(p, theory_problem, first, select, reject, note, budget_ladder(STEPS, lcont.HORIZON))
+                 "not_judged": "the first budget is the continuation's", "horizon": horizon}
+        out = _through_continuation(p, theory_problem, first, select, reject, note, budget_ladder(STEPS, horizon))
         if out is not None:
             return out
         traj, step = train_section5(p, STEPS, step, start=short)
     r = local_run(p, theory_problem, traj, select, reject, step)
+    r["horizon"] = horizon
     if r["not_judged"] is None and aligned(r)[0]:
         r["history"] = [(r["steps"], r["corr_pseudo"], aligned(r)[1])]
         return "aligned", _trail(r["history"]), r
@@ -367,10 +376,11 @@ def _failed(r, rate, note, history) -> str:
 
 
 def _on_gd(p, theory_problem, r, select, reject, note):
-    """The escalation on GD (x10 up to ``ESCALATE_MAX``) of a settled run that failed at its first budget."""
+    """The escalation on GD (x10 up to :func:`_escalate_max`) of a settled run that failed at its first budget."""
     ok, rate = aligned(r)
     history = [(r["steps"], r["corr_pseudo"], rate)]
-    while not ok and r["steps"] * 10 <= ESCALATE_MAX:
+    cap = _escalate_max(r)
+    while not ok and r["steps"] * 10 <= cap:
         longer, step = train_section5(p, r["steps"] * 10, r["step"], start=r["traj"])
         if step != r["step"]:
             return "not judged", f"the longer run left the region its step holds on ({r['step'].describe()})", r
@@ -536,15 +546,27 @@ EXTENSION_MAX = 2 * 10**14
 # above the escalated line, γ = -2.75); 5.85 at 2e15 with a bound of 0.011, aligned there by the trend.
 
 
-def _extension_max(variant) -> int:
+def _horizon(r: dict) -> int:
+    """The ladder's last budget for the run ``r`` (:func:`verdict`'s ``horizon``)."""
+    return int(r.get("horizon", lcont.HORIZON))
+
+
+def _escalate_max(r: dict) -> int:
+    """GD's cap for the run ``r``: ``ESCALATE_MAX``, scaled as the horizon is."""
+    return ESCALATE_MAX * _horizon(r) // lcont.HORIZON
+
+
+def _extension_max(variant, horizon: int = lcont.HORIZON) -> int:
     """The last budget a ladder is extended to: :data:`EXTENSION_MAX`, three decades more in extended precision
-    (the power of ten in ``EPS / EXTENDED_EPS``; the argument above ``EXTENSION_MAX``)."""
+    (the power of ten in ``EPS / EXTENDED_EPS``; the argument above ``EXTENSION_MAX``), both scaled as the
+    horizon is (``EXTENSION_MAX`` is two decades past :data:`~theory.li2024.local_continuation.HORIZON`)."""
     from theory.li2024.continuation import EXTENDED_EPS
     from theory.li2024.losses import EPS
 
+    top = EXTENSION_MAX * horizon // lcont.HORIZON
     if not variant.extended or EXTENDED_EPS is None:
-        return EXTENSION_MAX
-    return EXTENSION_MAX * 10 ** int(np.floor(np.log10(EPS / EXTENDED_EPS)))
+        return top
+    return top * 10 ** int(np.floor(np.log10(EPS / EXTENDED_EPS)))
 
 
 def _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchored, variant, undecided,
@@ -554,7 +576,7 @@ def _past_the_horizon(p, theory_problem, r, select, reject, note, ladder, anchor
     extended by a decade (up to :func:`_extension_max`), or, at the last extension, through the second order
     (:func:`_second_order`) as any other undecided end (``variant``: the continuation's, ``lcont.Variant``)."""
     top = ladder[-1]
-    if top * 10 <= _extension_max(variant):
+    if top * 10 <= _extension_max(variant, _horizon(r)):
         # the same GD run and order: its agreement check already passed
         out = _through_continuation(p, theory_problem, r, select, reject, note, ladder + [top * 10], anchored,
                                     variant, checked=True)
@@ -578,7 +600,7 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
 
     gd = r["traj"]
     tau1 = int(gd.final.step)
-    ladder = [b for b in (ladder or budget_ladder(tau1, lcont.HORIZON)) if b > tau1 or (anchored and b == tau1)]
+    ladder = [b for b in (ladder or budget_ladder(tau1, _horizon(r))) if b > tau1 or (anchored and b == tau1)]
     # Most runs decide at the first continued budget: solve to it first, to the horizon only when needed.
     run, why = lcont.continued(p, gd, ladder[:1], checked=checked, variant=variant)
     if run is None:
@@ -675,7 +697,7 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
                                    + _skipped(skipped)), last
         if state != "failed":
             skipped.append((m["steps"], state))
-    limited = [n for n, why in skipped if why in BOUND_LIMITED and tau1 < n <= ESCALATE_MAX]
+    limited = [n for n, why in skipped if why in BOUND_LIMITED and tau1 < n <= _escalate_max(r)]
     if state in BOUND_LIMITED and limited and variant != lcont.FIRST_ORDER:
         # The bound, not the run, left the horizon undecided, and it was already too wide at a budget GD itself
         # can reach (it widened through a change of selection): GD runs to that budget, which is judged on GD's
@@ -693,6 +715,7 @@ def _through_continuation(p, theory_problem, r, select, reject, note, ladder=Non
         longer, step = reruns[b1]
         if step == r["step"]:
             again = {"traj": longer, "step": step, "eta": r["eta"], "steps": int(longer.final.step),
+                     "horizon": _horizon(r),
                      "not_judged": f"the continuation's bound was too wide at {b1:.0e}"}
             out = _through_continuation(p, theory_problem, again, select, reject, note,
                                         [n for n in ladder if n >= b1], anchored=True, variant=variant)

@@ -117,8 +117,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--claim", action="append", default=None, metavar="NAME",
                    help="only this claim (repeatable), e.g. li2024.theorem1 or theorem1")
     c.add_argument("--budget-scale", type=float, default=1.0, metavar="S",
-                   help="multiply every claim's maximum budget by S (undecided verdicts may decide with more; "
-                        "default 1)")
+                   help="multiply each claim's maximum budget by S (undecided verdicts may decide with more; "
+                        "default 1; a claim whose criterion fixes its budgets ignores it, and is named so on stderr)")
     c.add_argument("--list-claims", action=_ListClaims,
                    help="print each claim's name, reference and statement (tab-separated, one per line) and exit")
     t = _sub(sub, "train", "gradient descent from W(0) = 0 (or --init) on a problem file",
@@ -311,11 +311,17 @@ def _check(args) -> int:
         if v.outcome is Outcome.FAILS:
             failed.append(c.name)
         elif v.outcome is Outcome.UNDECIDED:
-            undecided.append(c.name)
+            undecided.append(c)
         elif v.outcome is Outcome.ERROR:
             errors.append(c.name)
-    if undecided:
-        print(f"undecided at the maximum budget: {', '.join(undecided)} (try --budget-scale 10)", file=sys.stderr)
+    scaled = [c.name for c in undecided if c.scales_budget]
+    fixed = [c.name for c in undecided if not c.scales_budget]
+    if scaled:
+        print(f"undecided at the maximum budget: {', '.join(scaled)} (try --budget-scale 10)", file=sys.stderr)
+    if fixed:
+        # --budget-scale would not move these judges' budgets: suggesting it would send the user round in a circle
+        print(f"undecided (a budget the criterion fixes; --budget-scale does not apply): {', '.join(fixed)}",
+              file=sys.stderr)
     if errors:
         print(f"numerical error (no verdict): {', '.join(errors)}", file=sys.stderr)
     if failed:
