@@ -239,7 +239,7 @@ MUTANTS = [
     Mutant("modified-flow-no-derivative", "the second-order bound leaves out the change of H g along the flow",
            "theory/li2024/modified_flow.py", "    return dHg, H2g", "    return 0.0, H2g"),
     Mutant("section5-no-extension", "a selection that changed in the ladder's last decade is not judged a decade later",
-           "theory/li2024/local_convergence.py", "    if top * 10 <= _extension_max(variant):", "    if False:"),
+           "theory/li2024/local_convergence.py", "    if top * 10 <= _extension_max(variant, _horizon(r)):", "    if False:"),
     Mutant("noise-one-sample", "the right-hand side's rounding noise is one state's reading a decade, not the largest of 8",
            "theory/li2024/continuation.py", "NOISE_SAMPLES = 8", "NOISE_SAMPLES = 1"),
     Mutant("middle-zone-not-extended", "a trend between the lines at the ladder's top is left undecided there, not "

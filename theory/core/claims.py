@@ -121,7 +121,7 @@ class Claim:
         The test files that check it (the report's dashboard counts their tests on the claim's card).
     judge : callable, optional
         ``judge(problem, budget_scale) -> Verdict``; None for a claim judged on its own experiments.
-    domain : Domain
+    domain : theory.core.claims.Domain
         The losses and heads its statement allows (what its properties must draw).
     scales_budget : bool, default True
         Whether ``budget_scale`` moves the judge's maximum budget.  False for a judge whose budgets are its
