@@ -32,6 +32,7 @@ restated here as numbers.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -267,6 +268,15 @@ def _rate(inc: np.ndarray, S: np.ndarray, eta: float, steps: int) -> float:
     return float(tan * np.log(max(steps * eta / ns**2, np.e)))
 
 
+def entry_tolerance(eta: float, steps: float) -> float:
+    """The absolute tolerance per entry of ``W`` of the flow's decade that ends at ``steps`` (:func:`trajectory`):
+    ``16 eps t``, ``t = η steps``, the rounding of ``-t ∇L`` there (at least 1e-12).  The flow's state is solved to
+    it, not beyond: late it is the reading's resolution (measured on
+    ``examples/section5_raw_correlation_lags_transit.json`` at 2e12 steps-equivalent: 1.25e-3 per entry, and the
+    state 2.1e-3 from a solve at a hundredth of it)."""
+    return max(1e-12, 16 * np.finfo(float).eps * float(np.exp(np.log(eta * steps))))  # as the solve's b = ln t
+
+
 def trajectory(model: Model, eta: float, budgets, *, first: int = 20_000, W0=None) -> list:
     """``W`` at each of ``budgets`` (steps, increasing): plain GD from ``W0`` (default 0) at ``eta`` up to ``first`` steps
     (every budget at or below it read off the GD loop), then the gradient flow ``dW/dσ = -t ∇L`` in log time
@@ -307,10 +317,14 @@ def trajectory(model: Model, eta: float, budgets, *, first: int = 20_000, W0=Non
         b = np.log(eta * top)
         inside = [n for n in later if n <= top * (1 + 1e-12)]
         interior = [np.log(eta * n) for n in inside if n < top * (1 - 1e-12)]
-        sol = solve_ivp(rhs, (a, b), y, method="LSODA", rtol=1e-10, dense_output=bool(interior),
-                        atol=max(1e-12, 16 * np.finfo(float).eps * np.exp(b)))
+        # LSODA says why it gave up only in a UserWarning: into the error's text, not onto the user's console
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always", UserWarning)
+            sol = solve_ivp(rhs, (a, b), y, method="LSODA", rtol=1e-10, dense_output=bool(interior),
+                            atol=entry_tolerance(eta, top))
         if sol.status != 0:
-            raise FlowOracleError(f"the flow's solve failed: {sol.message}")
+            why = "; ".join(dict.fromkeys(str(w.message).strip() for w in said))
+            raise FlowOracleError(f"the flow's solve failed: {sol.message}{f' ({why})' if why else ''}")
         out.extend(sol.sol(x).reshape(shape).copy() for x in interior)
         if len(interior) < len(inside):  # a budget at the decade's end: the solve's own last state
             out.append(sol.y[:, -1].reshape(shape).copy())

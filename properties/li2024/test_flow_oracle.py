@@ -7,11 +7,18 @@ pseudo-TPG and states its Graph-SVM in cvxpy.  These tests compare, on the suite
 
 * the Graph-SVM of the last budget's pseudo-TPG, within 1e-6 relative (two solvers of one strictly convex
   programme);
-* the statistic ``tan θ · ln(τ/τ₀)`` at every budget both read, within 1% relative plus 0.01 (the suite's
-  continuation and the oracle's flow integrate the same equation from the same GD state to different
-  tolerances; measured: 3-4 significant digits agree on every budget of the examples below, and rates near 0
-  to 0.002).  Planted: the oracle run at twice the step (a time map off by 2) differs by 3-10% (0.15-0.6) on
-  the same budgets, and the comparison fails;
+* the statistic ``tan θ · ln(τ/τ₀)`` at every budget both read, within 1% relative plus 0.01 of the interval
+  the two computations' resolutions leave it (the suite's continuation and the oracle's flow integrate the same
+  equation from the same GD state to different tolerances; measured: 3-4 significant digits agree on every
+  budget of the examples below before 2e11, rates near 0 to 0.002).  Late the oracle's own tolerance is the
+  reading's resolution: it solves each decade to ``16 eps t`` per entry of ``W``
+  (:func:`oracles.flow.entry_tolerance`), 1.25e-3 at 2e12 steps-equivalent on
+  ``section5_raw_correlation_lags_transit``, where its state was 2.1e-3 from the same solve at a hundredth of
+  that tolerance and its rate 0.021 against 0.00039 there (the suite's 0.0002; one machine's rounding read 0.002,
+  another's 0.021).  So the rate is compared over every increment within ``E`` of the suite's: ``E`` is the
+  suite's bound at ``τ`` and ``τ/10`` plus the oracle's tolerance there in Frobenius norm (``d`` times the
+  entry's).  Planted: the oracle run at twice the step (a time map off by 2) differs by 3-10% (0.15-0.6) on the
+  same budgets, where ``E`` is below 1e-3 of the increment, and the comparison fails;
 * the verdict: every settled misalignment the suite calls "not aligned" the oracle reads as one, and the
   aligned or undecided ones it does not (a planted check: the oracle's reading must be able to say no).
 """
@@ -37,7 +44,28 @@ def _both(name: str):
     return p, outcome, why, r, independent_reading(p, r["eta"])
 
 
-def _agree(r, reading) -> None:
+def _resolved(p, r, steps: int) -> tuple[float, float]:
+    """The rate's interval at ``steps`` over every increment within ``E`` of the suite's (module docstring),
+    against that budget's own pseudo-TPG's Graph-SVM (the selection may change between budgets)."""
+    from theory.li2024 import criteria
+    from theory.li2024.provenance import deviation_from_exact
+    from theory.li2024.pseudo import pseudo_svm
+
+    run, eta = r["traj"], r["eta"]
+    end, mid = criteria._at(run, steps), criteria._at(run, steps / 10)
+    S = pseudo_svm(p, end.W, lc.SELECT, lc.REJECT, name="the budget's").svm.W
+    d = S.shape[0]
+    E = sum(deviation_from_exact(c) + d * flow_oracle.entry_tolerance(eta, c.step) for c in (end, mid))
+    v = end.W - mid.W
+    cos = float(np.sum(v * S) / (np.linalg.norm(v) * np.linalg.norm(S)))
+    shift = float(np.arcsin(min(1.0, E / np.linalg.norm(v))))
+    theta = float(np.arccos(np.clip(cos, -1.0, 1.0)))
+    rate = [criteria.direction_rate(float(np.cos(a)), float(np.linalg.norm(S)), eta, int(end.step))
+            for a in (max(0.0, theta - shift), min(np.pi, theta + shift))]
+    return rate[0], rate[1]
+
+
+def _agree(p, r, reading) -> None:
     S, T = r["pseudo"].svm.W, reading.last.svm
     assert T is not None and np.linalg.norm(S - T) <= SVM_RTOL * np.linalg.norm(S), (
         f"Graph-SVM differs: {np.linalg.norm(S - T) if T is not None else None} against |W^svm| {np.linalg.norm(S)}")
@@ -45,8 +73,11 @@ def _agree(r, reading) -> None:
     compared = 0
     for steps, _, rate, *_ in r["history"]:
         if steps in at and np.isfinite(rate):
-            assert abs(at[steps] - rate) <= RATE_RTOL * rate + RATE_ATOL, (
-                f"statistic differs at {steps:.0e}: suite {rate:.4g}, oracle {at[steps]:.4g}")
+            lo, hi = _resolved(p, r, steps)
+            slack = RATE_RTOL * rate + RATE_ATOL
+            assert lo - slack <= at[steps] <= hi + slack, (
+                f"statistic differs at {steps:.0e}: suite {rate:.4g} (resolved to [{lo:.4g}, {hi:.4g}]), "
+                f"oracle {at[steps]:.4g}")
             compared += 1
     assert compared >= 2, (r["history"], sorted(at))
 
@@ -58,7 +89,7 @@ def test_every_misalignment_is_confirmed_independently(name):
     ``ln τ`` over the last decade (γ 1.0-1.02 on both sides), with the same Graph-SVM and statistics."""
     p, outcome, why, r, reading = _both(name)
     assert outcome == "not aligned", why
-    _agree(r, reading)
+    _agree(p, r, reading)
     assert reading.misaligned() and reading.gamma() >= flow_oracle.TREND_FAIL, (reading.gamma(), reading.last.rate)
 
 
@@ -70,7 +101,7 @@ def test_the_oracle_does_not_confirm_an_aligned_or_flattening_direction(name):
     as misalignments by the oracle either, and the two computations agree on their statistics."""
     p, outcome, why, r, reading = _both(name)
     assert outcome != "not aligned", why
-    _agree(r, reading)
+    _agree(p, r, reading)
     assert not reading.misaligned(), [(b.steps, b.rate) for b in reading.budgets]
 
 
@@ -101,7 +132,7 @@ def test_the_comparison_catches_a_planted_time_map():
     p = Problem.load("examples/section5_square_tied_misalignment.json")
     outcome, why, r = lc.verdict(p, p.replace(head=None, loss="log"))
     with pytest.raises(AssertionError, match="statistic differs"):
-        _agree(r, independent_reading(p, 2 * r["eta"]))
+        _agree(p, r, independent_reading(p, 2 * r["eta"]))
 
 
 def test_the_graph_svm_is_not_believed_without_its_certificate(monkeypatch):
