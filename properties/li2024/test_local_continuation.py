@@ -182,6 +182,37 @@ def test_a_bound_whose_linear_form_stalled_is_solved_in_log_form(monkeypatch):
 
 
 @pytest.mark.theorem("Section 5")
+def test_a_stalled_decade_is_halved_before_the_bound_over_accepted_states(monkeypatch):
+    """A fresh draw's decade from 2e12 to 2e13 steps-equivalent stalled in extended precision (LSODA and BDF,
+    5000 evaluations each); the last stage, ``D`` over accepted states, read 12.4 at 2e13 and left a settled
+    misalignment undecided (``examples/section5_square_misalignment_at_the_extension.json``).  Halved
+    (``continuation.SPLIT_STALLED``) the decade finishes under LSODA's controlled solve, and the extended bound at
+    2e13 must be below float64's (its rounding floor: 0.293 there; measured 2.0e-3), and the verdict, which reads
+    the ladder extended to 2e13, must reject the misalignment (γ 0.998).  Without the halving, the solve falls
+    to the bound over accepted states."""
+    from theory.li2024 import continuation
+    from theory.li2024.local_continuation import EXTENDED, PATH_BOUND
+
+    p = Problem.load("examples/section5_square_misalignment_at_the_extension.json")
+    gd, _ = lc.train_section5(p, START)
+    top = 2 * 10**13
+
+    def at_top(variant):
+        run = continue_flow(p, gd, top, checkpoints=[top], partial=True, **variant.options())
+        assert run.final.step == top, run.stopped
+        return run.final.gd_deviation_bound, run.method
+
+    wide, _ = at_top(PATH_BOUND)
+    halved, method = at_top(EXTENDED)
+    assert "accepted states" not in method and halved < wide, (method, halved, wide)
+    outcome, why, r = lc.verdict(p, p.replace(head=None, loss="log"))
+    assert outcome == "not aligned" and r["steps"] == top and "extended precision" in r["engine"], why
+    monkeypatch.setattr(continuation, "SPLIT_STALLED", False)
+    _, method = at_top(EXTENDED)
+    assert "accepted states" in method, method
+
+
+@pytest.mark.theorem("Section 5")
 @pytest.mark.parametrize("name", ["section5_counterexample", "section5_persistent_misalignment"])
 def test_the_bound_over_accepted_states_matches_the_controlled_one(monkeypatch, name):
     """Where the controlled solve finishes, the quadrature over the accepted states (forced from the first

@@ -129,6 +129,16 @@ METHOD = "LSODA"
 # decade that costs more than SEGMENT_EVALS evaluations is solved again by BDF, as is every later decade.
 # Valid decades cost 10-200 evaluations (benchmarks/RESULTS.md, the continuation's table).
 SEGMENT_EVALS = 5_000
+# A non-convex flow's decade that stalls at a stage is first solved again as two halves (in log time) at the same
+# stage, each with its own cap and its own noise floor measured at its start; only where a half stalls does the
+# solve move to the next stage.  The decade's ends are arbitrary, and late the error control of ln D meets the
+# forcing's sensitivity to B (``_bound``'s docstring): measured on
+# examples/section5_square_misalignment_at_the_extension.json in extended precision, the decade from 2e12 to 2e13
+# steps-equivalent stalled under LSODA and BDF (5000 evaluations each), and the last stage, D over accepted
+# states, read 12.4 there (a spike of the forcing at the decade's last node).  Halved, it took 2255 and 3510
+# evaluations and D was 2.0e-3 at 2e13, which resolved the settled misalignment's trend (γ 0.998).  A convex flow's
+# stalls (LSODA's missed stiffness, above) go to BDF at once, as before.
+SPLIT_STALLED = True
 FALLBACK = "BDF"
 # BDF's own cap per decade: the same case's last decades cost it 1000-5000 evaluations (its error control
 # meets the right-hand side's rounding noise there); beyond this the decade fails (ContinuationFailed).
@@ -669,7 +679,8 @@ def _decade(flow: _Flow, a: float, b: float, y: np.ndarray, at: np.ndarray, meth
 def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float, atol: float,
            partial: bool = False) -> _Solution:
     """Integrate decade by decade of ``t`` (each with :func:`noise_atol` at its end).  A decade that stalls
-    (SEGMENT_EVALS evaluations) is solved again at the next of :data:`STAGES` (BDF with ``flow.fallback_evals``;
+    (SEGMENT_EVALS evaluations) is solved again as two halves at the same stage where the flow is not convex
+    (:data:`SPLIT_STALLED`), and where a half or a convex decade stalls, at the next of :data:`STAGES` (BDF with ``flow.fallback_evals``;
     then, for a non-convex flow, BDF with ``D`` integrated over its accepted states), and so is the rest of the
     solve (``methods`` says which ran).  ``method``: the first stage's integrator.  A decade that stalls at
     the last stage, or ends in a non-finite state, raises ``FloatingPointError``; with ``partial`` the
@@ -687,9 +698,12 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
     ends = [b for b in np.arange(s1 + np.log(10.0), last, np.log(10.0)) if b < last - 1e-6] + [last]
     a, done, stage = s1, 0, 0
     methods = [_stage_name(stages[0])]
-    for b in ends:
+    decades, split = set(ends), set()  # a decade is halved at most once (SPLIT_STALLED), its halves never
+    i = 0
+    while i < len(ends):
+        b = ends[i]
         pts = s_eval[(s_eval > a) & (s_eval <= b)]
-        if b == ends[-1]:
+        if i == len(ends) - 1:
             pts = s_eval[done:]
         # The segment's end is always an output point.
         at = pts if len(pts) and pts[-1] == b else np.append(pts, b)
@@ -706,6 +720,11 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
                 break
             except _SegmentStall as exc:
                 nfev += flow.evals - before
+                if SPLIT_STALLED and not flow.convex and b in decades and b not in split:
+                    split.add(b)
+                    ends.insert(i, 0.5 * (a + b))
+                    sol = None
+                    break
                 if stage + 1 == len(stages):
                     stopped = f"continuation: {_stage_name(stages[stage])} stalled too ({exc})"
                     break
@@ -715,6 +734,8 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
                 nfev += flow.evals - before
                 stopped = str(exc)
                 break
+        if stopped is None and sol is None:  # halved: the first half is solved next, at the same stage
+            continue
         if stopped is None and not np.all(np.isfinite(sol.y[:, -1])):
             # e.g. a loss that is infinite past some W (log with a broken head)
             stopped = f"continuation: the state became non-finite by s = {b:.3g}"
@@ -734,6 +755,7 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
         y = sol.y[:, -1]
         nfev, njev = nfev + int(sol.nfev) + used, njev + int(sol.njev)
         a = b
+        i += 1
     flow.segment_limit = MAX_EVALS
     return _Solution(out, nfev, njev, "+".join(methods), floor=floor, shadowing=shadowed)
 
