@@ -48,6 +48,7 @@ def _resolved(p, r, steps: int) -> tuple[float, float]:
     """The rate's interval at ``steps`` over every increment within ``E`` of the suite's (module docstring),
     against that budget's own pseudo-TPG's Graph-SVM (the selection may change between budgets)."""
     from theory.li2024 import criteria
+    from theory.li2024.local_continuation import _angle_interval, _shift
     from theory.li2024.provenance import deviation_from_exact
     from theory.li2024.pseudo import pseudo_svm
 
@@ -58,11 +59,10 @@ def _resolved(p, r, steps: int) -> tuple[float, float]:
     E = sum(deviation_from_exact(c) + d * flow_oracle.entry_tolerance(eta, c.step) for c in (end, mid))
     v = end.W - mid.W
     cos = float(np.sum(v * S) / (np.linalg.norm(v) * np.linalg.norm(S)))
-    shift = float(np.arcsin(min(1.0, E / np.linalg.norm(v))))
-    theta = float(np.arccos(np.clip(cos, -1.0, 1.0)))
-    rate = [criteria.direction_rate(float(np.cos(a)), float(np.linalg.norm(S)), eta, int(end.step))
-            for a in (max(0.0, theta - shift), min(np.pi, theta + shift))]
-    return rate[0], rate[1]
+    # the angle widened as the suite's robust measures widen it for its own bound
+    angles = _angle_interval(cos, _shift(E, float(np.linalg.norm(v))))
+    lo, hi = (criteria.direction_rate(float(np.cos(a)), float(np.linalg.norm(S)), eta, int(end.step)) for a in angles)
+    return lo, hi
 
 
 def _agree(p, r, reading) -> None:
