@@ -14,8 +14,8 @@ pseudo-TPG and states its Graph-SVM in cvxpy.  These tests compare, on the suite
   reading's resolution: it solves each decade to ``16 eps t`` per entry of ``W``
   (:func:`oracles.flow.entry_tolerance`), 1.25e-3 at 2e12 steps-equivalent on
   ``section5_raw_correlation_lags_transit``, where its state was 2.1e-3 from the same solve at a hundredth of
-  that tolerance and its rate 0.021 against 0.00039 there (the suite's 0.0002; one machine's rounding read 0.002,
-  another's 0.021).  So the rate is compared over every increment within ``E`` of the suite's: ``E`` is the
+  that tolerance and its rate 0.021 against 0.00039 there (the suite's 0.0002; on the machine this comparison
+  was written on the two agreed within 0.002, on the machine of 2026-11-30 the oracle read 0.021).  So the rate is compared over every increment within ``E`` of the suite's: ``E`` is the
   suite's bound at ``τ`` and ``τ/10`` plus the oracle's tolerance there in Frobenius norm (``d`` times the
   entry's).  Planted: the oracle run at twice the step (a time map off by 2) differs by 3-10% (0.15-0.6) on the
   same budgets, where ``E`` is below 1e-3 of the increment, and the comparison fails;

@@ -699,6 +699,7 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
     a, done, stage = s1, 0, 0
     methods = [_stage_name(stages[0])]
     decades, split = set(ends), set()  # a decade is halved at most once (SPLIT_STALLED), its halves never
+    noise_from = None  # (s, noise): a halved decade's first half starts where it did, from the same state
     i = 0
     while i < len(ends):
         b = ends[i]
@@ -710,7 +711,8 @@ def _solve(flow: _Flow, s1: float, s_eval: np.ndarray, method: str, rtol: float,
         stopped = None
         # Measured once per decade (every stage starts from the same state): the noise at its start grows like
         # t over it (e^s G, G's rounding fixed in size).
-        noise = flow.rounding_noise(a, y)
+        noise = noise_from[1] if noise_from is not None and noise_from[0] == a else flow.rounding_noise(a, y)
+        noise_from = (a, noise)
         measured = noise * float(np.exp(b - a))
         flow.noise_s0, flow.noise_at_s0 = a, max(noise, flow.eps * float(np.exp(a)))
         while True:
